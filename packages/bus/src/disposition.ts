@@ -1,0 +1,58 @@
+/**
+ * What a handler decided about one delivered message. Retry intent lives in the type: `retry` becomes a
+ * JetStream `nak(delay)`, `terminate` a `term()`, `ack` an `ack()`.
+ */
+export type Disposition = { kind: "ack" } | { kind: "retry"; delayMs: number; reason: string } | { kind: "terminate"; reason: string };
+
+export const ACK: Disposition = { kind: "ack" };
+
+/** Ask for redelivery after `delayMs` (the message counts one more delivery). */
+export function retryLater(reason: string, delayMs: number): Disposition {
+  return { kind: "retry", reason, delayMs };
+}
+
+/** Never deliver this message again. */
+export function terminate(reason: string): Disposition {
+  return { kind: "terminate", reason };
+}
+
+/** The JetStream acknowledgement to send. */
+export type AckAction = { op: "ack" } | { op: "nak"; delayMs: number } | { op: "term"; reason: string };
+
+export interface DeliveryAttempt {
+  /** 1 for the first delivery. */
+  deliveryCount: number;
+  maxDeliver: number;
+}
+
+const BASE_DELAY_MS = 250;
+const MAX_DELAY_MS = 30_000;
+
+/** Exponential redelivery delay for the n-th failed delivery (1-based), capped at 30 s. */
+export function backoffDelay(deliveryCount: number): number {
+  return Math.min(BASE_DELAY_MS * 2 ** Math.max(0, deliveryCount - 1), MAX_DELAY_MS);
+}
+
+/**
+ * Maps a handler's outcome to the acknowledgement. A thrown error is treated as transient (the store or the
+ * bus was unreachable) and redelivered with backoff; JetStream's max_deliver bounds it.
+ */
+export function ackAction(outcome: { disposition: Disposition } | { error: unknown }, attempt: DeliveryAttempt): AckAction {
+  if ("error" in outcome) return { op: "nak", delayMs: backoffDelay(attempt.deliveryCount) };
+  const d = outcome.disposition;
+  switch (d.kind) {
+    case "ack":
+      return { op: "ack" };
+    case "terminate":
+      return { op: "term", reason: d.reason };
+    case "retry":
+      return { op: "nak", delayMs: nakDelay(d.delayMs) };
+  }
+}
+
+// The server reads the NAK delay as integer nanoseconds and silently redelivers at once when it cannot parse it
+// (a fractional or non-finite value), which would turn "retry later" into a hot loop.
+function nakDelay(delayMs: number): number {
+  if (Number.isFinite(delayMs)) return Math.max(0, Math.round(delayMs));
+  return delayMs > 0 ? MAX_DELAY_MS : 0;
+}

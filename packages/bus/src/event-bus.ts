@@ -1,0 +1,59 @@
+import type { EventRejection, ToolgateEvent } from "@toolgate/contracts";
+import type { Disposition } from "./disposition.js";
+
+/** What JetStream said about one publish. */
+export interface PublishReceipt {
+  /** Stream sequence of the stored message (of the original when `duplicate`). */
+  seq: number;
+  /** True when the stream's duplicate window dropped this publish because its event id was seen before. */
+  duplicate: boolean;
+}
+
+/** Facts about one delivery of a message, for handlers that behave differently on the last attempt. */
+export interface Delivery {
+  subject: string;
+  streamSeq: number;
+  /** 1 on the first delivery. */
+  deliveryCount: number;
+  maxDeliver: number;
+  /** Tells the server the handler is still working, resetting the ack wait. */
+  working(): void;
+}
+
+/** Handles one valid event; returns what to do with the message. Throwing means "transient, retry later". */
+export type EventHandler = (event: ToolgateEvent, delivery: Delivery) => Promise<Disposition>;
+
+/** Called for a message that is not a valid event; the message is then terminated, never redelivered. */
+export type RejectionHandler = (rejection: EventRejection, message: { subject: string; streamSeq: number; data: Uint8Array }) => Promise<void>;
+
+/** A durable consumer shared by every replica of a service. */
+export interface ConsumerSpec {
+  /** Durable consumer name (one per filter on servers without multi-filter support). */
+  name: string;
+  /** Subject filters; empty means every event in the stream. */
+  filters: readonly string[];
+  /** Handlers running at once in this process (the pipeline depth). */
+  slots: number;
+  /** Messages the server lets this consumer have unacknowledged across all replicas (back-pressure). */
+  maxAckPending: number;
+  ackWaitMs: number;
+  maxDeliver: number;
+}
+
+/** A running consumer. */
+export interface Worker {
+  /** Stops pulling, lets in-flight handlers finish and acknowledge, then resolves. */
+  stop(): Promise<void>;
+  /** Messages currently being handled. */
+  inFlight(): number;
+}
+
+/** The event bus port: publish state transitions, consume them through durable consumers. */
+export interface EventBus {
+  /** Publishes one event and waits for the stream's acknowledgement. Throws `PublishError` (retryable). */
+  publish(event: ToolgateEvent): Promise<PublishReceipt>;
+  /** Starts a pipelined worker on a durable consumer (created or updated idempotently). */
+  consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker>;
+  /** Stops nothing by itself: stop workers first, then close drains the connection. */
+  close(): Promise<void>;
+}

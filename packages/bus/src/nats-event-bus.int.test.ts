@@ -1,0 +1,476 @@
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { eventId, newCallId, newRunId, subjectCatalogue, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { createLogger, initTracing, traceIdOf } from "@toolgate/telemetry";
+import { afterEach, describe, expect, it } from "vitest";
+// The bus package has no testkit dependency; its built entry is reached by path (see the report).
+import { testInfra, uniqueName, waitFor } from "../../testkit/dist/index.js";
+import { ACK, retryLater, terminate, type Disposition } from "./disposition.js";
+import type { ConsumerSpec, Delivery, EventHandler, RejectionHandler, Worker } from "./event-bus.js";
+import { NatsEventBus, PublishError } from "./nats-event-bus.js";
+
+const MAX_EVENT_BYTES = 8 * 1024;
+const logger = createLogger({ service: "test", level: "silent" });
+const encoder = new TextEncoder();
+const principal = { tenant: "acme", subject: "alice", roles: ["analyst"] };
+
+function startedEvent(callId = newCallId(), runId = newRunId()): ToolgateEvent {
+  return {
+    v: 1,
+    id: eventId(callId, "started", 1),
+    kind: "call",
+    type: "started",
+    call_id: callId,
+    run_id: runId,
+    seq: 4,
+    attempt: 1,
+    time: new Date().toISOString(),
+    source: "executor",
+    principal,
+    payload: { executor_id: "executor-1", idempotency_key_hash: `sha256:${"d".repeat(64)}` },
+  };
+}
+
+function proposedEvent(argumentsJson: string, callId = newCallId()): ToolgateEvent {
+  return {
+    v: 1,
+    id: eventId(callId, "proposed", 1),
+    kind: "call",
+    type: "proposed",
+    call_id: callId,
+    run_id: newRunId(),
+    seq: 1,
+    attempt: 1,
+    time: "2024-11-29T10:00:00.000Z",
+    source: "orchestrator",
+    principal,
+    payload: { provider_call_id: "toolu_1", tool_name: "create_ticket", arguments_json: argumentsJson, context: {}, turn: 0 },
+  };
+}
+
+function runStartedEvent(runId = newRunId()): ToolgateEvent {
+  return {
+    v: 1,
+    id: eventId(runId, "started", 1),
+    kind: "run",
+    type: "started",
+    run_id: runId,
+    seq: 1,
+    attempt: 1,
+    time: new Date().toISOString(),
+    source: "orchestrator",
+    principal,
+    payload: { model: "m", context: {} },
+  };
+}
+
+function spec(overrides: Partial<ConsumerSpec> = {}): ConsumerSpec {
+  return { name: "worker", filters: [], slots: 4, maxAckPending: 64, ackWaitMs: 30_000, maxDeliver: 5, ...overrides };
+}
+
+/** A promise with its resolver, to hold handlers until the test lets them go. */
+function latch(): { promise: Promise<void>; open(): void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+/** Runs every already-scheduled callback and promise continuation (no timers). */
+async function drainEventLoop(): Promise<void> {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+interface Harness {
+  bus: NatsEventBus;
+  subjects: SubjectCatalogue;
+  jsm: JetStreamManager;
+  nc: NatsConnection;
+  consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker>;
+  /** Stream sequences of messages the server terminated for `consumer` (from its advisories). */
+  terminated(consumer: string): number[];
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000): Promise<NatsEventBus> {
+  const bus = await NatsEventBus.connect({
+    servers: testInfra().natsUrl,
+    name: "bus-test",
+    subjects,
+    maxEventBytes: MAX_EVENT_BYTES,
+    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs },
+    logger,
+  });
+  cleanups.push(() => bus.close());
+  return bus;
+}
+
+async function harness(): Promise<Harness> {
+  const subjects = subjectCatalogue(uniqueName("t"));
+  const bus = await connectBus(subjects);
+  const nc = bus.connection;
+  const jsm = await jetstreamManager(nc);
+  cleanups.push(async () => {
+    await jsm.streams.delete(subjects.stream);
+  });
+  const terminations = new Map<string, number[]>();
+  const advisories = nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${subjects.stream}.*`, {
+    callback: (_err, msg) => {
+      const advisory = msg.json<{ consumer: string; stream_seq: number }>();
+      terminations.set(advisory.consumer, [...(terminations.get(advisory.consumer) ?? []), advisory.stream_seq]);
+    },
+  });
+  await nc.flush();
+  const workers: Worker[] = [];
+  cleanups.push(async () => {
+    advisories.unsubscribe();
+    await Promise.all(workers.map((w) => w.stop()));
+  });
+  return {
+    bus,
+    subjects,
+    jsm,
+    nc,
+    async consume(s, handler, onRejected) {
+      const worker = await bus.consume(s, handler, onRejected);
+      workers.push(worker);
+      return worker;
+    },
+    terminated: (consumer) => [...(terminations.get(consumer) ?? [])].sort((a, b) => a - b),
+  };
+}
+
+/** A handler that records each delivery and answers with `decide`. */
+function recorder(decide: (event: ToolgateEvent, delivery: Delivery) => Disposition | Promise<Disposition> = () => ACK) {
+  const deliveries: { event: ToolgateEvent; delivery: Delivery; at: number }[] = [];
+  const handler: EventHandler = async (event, delivery) => {
+    deliveries.push({ event, delivery, at: Date.now() });
+    return decide(event, delivery);
+  };
+  return { handler, deliveries, of: (id: string) => deliveries.filter((d) => d.event.id === id) };
+}
+
+describe("NatsEventBus", () => {
+  it("publishes an event and delivers it to a consumer unchanged", async () => {
+    const h = await harness();
+    const { handler, deliveries } = recorder();
+    await h.consume(spec(), handler);
+    const event = startedEvent();
+    const receipt = await h.bus.publish(event);
+    expect(receipt).toEqual({ seq: 1, duplicate: false });
+    await waitFor(() => deliveries.length === 1, { description: "the event to be delivered" });
+    const [first] = deliveries;
+    expect(first?.event).toEqual(event);
+    expect(first?.delivery).toMatchObject({
+      subject: h.subjects.call(event.kind === "call" ? event.call_id : "", "started"),
+      streamSeq: 1,
+      deliveryCount: 1,
+      maxDeliver: 5,
+    });
+    const stored = await h.jsm.streams.getMessage(h.subjects.stream, { seq: 1 });
+    expect(stored?.header.get("Nats-Msg-Id")).toBe(event.id);
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "worker")).num_ack_pending === 0, { description: "the ack" });
+  });
+
+  it("drops a duplicate publish of the same event id and delivers the event once", async () => {
+    const h = await harness();
+    const { handler, deliveries, of } = recorder();
+    await h.consume(spec(), handler);
+    const event = startedEvent();
+    const first = await h.bus.publish(event);
+    const again = await h.bus.publish({ ...event, time: new Date(Date.now() + 1_000).toISOString() });
+    expect(first.duplicate).toBe(false);
+    expect(again).toEqual({ seq: first.seq, duplicate: true });
+    // A later event is delivered after anything stored before it, so once it is handled a duplicate would have been too.
+    const sentinel = startedEvent();
+    await h.bus.publish(sentinel);
+    await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel to be delivered" });
+    expect(of(event.id)).toHaveLength(1);
+    expect(deliveries).toHaveLength(2);
+    expect((await h.jsm.streams.info(h.subjects.stream)).state.messages).toBe(2);
+  });
+
+  it("refuses to publish an event above maxEventBytes", async () => {
+    const h = await harness();
+    const event = startedEvent();
+    const big = { ...event, payload: { ...(event.payload as object), executor_id: "x".repeat(100), pad: "y".repeat(MAX_EVENT_BYTES) } } as ToolgateEvent;
+    await expect(h.bus.publish(big)).rejects.toBeInstanceOf(PublishError);
+    expect((await h.jsm.streams.info(h.subjects.stream)).state.messages).toBe(0);
+  });
+
+  it("stores and delivers an event of exactly maxEventBytes although headers travel with it", async () => {
+    const h = await harness();
+    const { handler, of } = recorder();
+    await h.consume(spec(), handler);
+    const event = proposedEvent("");
+    const size = encoder.encode(JSON.stringify(event)).byteLength;
+    // Exactly maxEventBytes of JSON; Nats-Msg-Id (and trace) headers come on top.
+    const padded = proposedEvent("x".repeat(MAX_EVENT_BYTES - size), event.kind === "call" ? event.call_id : undefined);
+    expect(encoder.encode(JSON.stringify(padded)).byteLength).toBe(MAX_EVENT_BYTES);
+    const receipt = await h.bus.publish(padded);
+    expect(receipt.duplicate).toBe(false);
+    await waitFor(() => of(padded.id).length === 1, { description: "the largest allowed event to be delivered" });
+  });
+
+  it("redelivers an event whose handler asked to retry later, after the requested delay", async () => {
+    const h = await harness();
+    const { handler, of } = recorder((_e, d) => (d.deliveryCount === 1 ? retryLater("not yet", 300) : ACK));
+    await h.consume(spec(), handler);
+    const event = startedEvent();
+    await h.bus.publish(event);
+    await waitFor(() => of(event.id).length === 2, { description: "the redelivery" });
+    const [first, second] = of(event.id);
+    expect([first?.delivery.deliveryCount, second?.delivery.deliveryCount]).toEqual([1, 2]);
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(250);
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "worker")).num_ack_pending === 0, { description: "the final ack" });
+    expect(of(event.id)).toHaveLength(2);
+  });
+
+  it("redelivers an event whose handler threw, with backoff", async () => {
+    const h = await harness();
+    const { handler, of } = recorder((_e, d) => {
+      if (d.deliveryCount === 1) throw new Error("store unreachable");
+      return ACK;
+    });
+    await h.consume(spec(), handler);
+    const event = startedEvent();
+    await h.bus.publish(event);
+    await waitFor(() => of(event.id).length === 2, { description: "the redelivery" });
+    const [first, second] = of(event.id);
+    expect(second?.delivery.deliveryCount).toBe(2);
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(200);
+  });
+
+  it("never redelivers an event whose handler terminated it", async () => {
+    const h = await harness();
+    const doomed = startedEvent();
+    const { handler, of } = recorder((e) => (e.id === doomed.id ? terminate("poison") : ACK));
+    await h.consume(spec(), handler);
+    const { seq } = await h.bus.publish(doomed);
+    await waitFor(() => h.terminated("worker").includes(seq), { description: "the termination advisory" });
+    const sentinel = startedEvent();
+    await h.bus.publish(sentinel);
+    await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel" });
+    // The handler records a delivery before its ack is sent: wait for the server to have it.
+    const info = await waitFor(
+      async () => {
+        const i = await h.jsm.consumers.info(h.subjects.stream, "worker");
+        return i.num_ack_pending === 0 && i;
+      },
+      { description: "nothing pending" },
+    );
+    expect(info.num_redelivered).toBe(0);
+    expect(of(doomed.id)).toHaveLength(1);
+  });
+
+  it("rejects malformed messages through the hook, terminates them and keeps working", async () => {
+    const h = await harness();
+    const { handler, deliveries } = recorder();
+    const rejected: { rejection: EventRejection; subject: string; streamSeq: number; bytes: number }[] = [];
+    await h.consume(spec(), handler, async (rejection, message) => {
+      rejected.push({ rejection, subject: message.subject, streamSeq: message.streamSeq, bytes: message.data.byteLength });
+    });
+    const elsewhere = startedEvent();
+    const misrouted = startedEvent();
+    const raw: [string, Uint8Array][] = [
+      [h.subjects.call(newCallId(), "started"), encoder.encode("this is not JSON")],
+      [h.subjects.call(newCallId(), "started"), encoder.encode(JSON.stringify({ v: 1, kind: "call", type: "started" }))],
+      [h.subjects.call(newCallId(), "started"), new Uint8Array(MAX_EVENT_BYTES + 1).fill(0x20)],
+      // A valid event for another call, and one on the right call but the wrong event subject.
+      [h.subjects.call(newCallId(), "started"), encoder.encode(JSON.stringify(elsewhere))],
+      [h.subjects.call(misrouted.kind === "call" ? misrouted.call_id : "", "completed"), encoder.encode(JSON.stringify(misrouted))],
+    ];
+    for (const [subject, data] of raw) {
+      // A request on a stream subject is answered with the stream's PubAck: the message is stored.
+      const ack = await h.nc.request(subject, data, { timeout: 5_000 });
+      expect(ack.json<{ error?: unknown }>().error).toBeUndefined();
+    }
+    await waitFor(() => rejected.length === raw.length, { description: "every malformed message to be rejected" });
+    expect(rejected.map((r) => r.rejection.reason)).toEqual(["invalid_json", "invalid_envelope", "too_large", "subject_mismatch", "subject_mismatch"]);
+    expect(rejected.map((r) => r.streamSeq)).toEqual([1, 2, 3, 4, 5]);
+    expect(rejected.map((r) => r.subject)).toEqual(raw.map(([subject]) => subject));
+    expect(rejected[2]?.bytes).toBe(MAX_EVENT_BYTES + 1);
+    await waitFor(() => h.terminated("worker").length === raw.length, { description: "every malformed message to be terminated" });
+    expect(h.terminated("worker")).toEqual([1, 2, 3, 4, 5]);
+
+    const valid = startedEvent();
+    await h.bus.publish(valid);
+    await waitFor(() => deliveries.length === 1, { description: "the next valid event" });
+    expect(deliveries[0]?.event).toEqual(valid);
+    const info = await h.jsm.consumers.info(h.subjects.stream, "worker");
+    expect(info.num_redelivered).toBe(0);
+    expect(rejected).toHaveLength(raw.length);
+  });
+
+  it("redelivers a malformed message when the rejection hook fails, instead of losing it", async () => {
+    const h = await harness();
+    const { handler } = recorder();
+    let calls = 0;
+    await h.consume(spec(), handler, async () => {
+      calls += 1;
+      if (calls === 1) throw new Error("audit store down");
+    });
+    await h.nc.request(h.subjects.call(newCallId(), "started"), encoder.encode("{"), { timeout: 5_000 });
+    await waitFor(() => h.terminated("worker").length === 1, { description: "the termination after the hook succeeded" });
+    expect(calls).toBe(2);
+  });
+
+  it("continues the publisher's trace in the handler", async () => {
+    const tracing = initTracing({ service: "test", exporter: "none" });
+    try {
+      const h = await harness();
+      const seen: { traceId: string | undefined; parent: string | undefined }[] = [];
+      await h.consume(spec(), async () => {
+        seen.push({ traceId: traceIdOf(), parent: undefined });
+        return ACK;
+      });
+      let published: { traceId: string; spanId: string } | undefined;
+      await tracing.tracer.startActiveSpan("publish in a span", async (span) => {
+        await h.bus.publish(startedEvent());
+        published = { traceId: span.spanContext().traceId, spanId: span.spanContext().spanId };
+        span.end();
+      });
+      await waitFor(() => seen.length === 1, { description: "the traced event" });
+      expect(published?.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(seen[0]?.traceId).toBe(published?.traceId);
+      const stored = await h.jsm.streams.getMessage(h.subjects.stream, { seq: 1 });
+      expect(stored?.header.get("traceparent")).toBe(`00-${published?.traceId}-${published?.spanId}-01`);
+
+      // Outside any span, the handler's span starts a new trace.
+      await h.bus.publish(startedEvent());
+      await waitFor(() => seen.length === 2, { description: "the untraced event" });
+      expect(seen[1]?.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(seen[1]?.traceId).not.toBe(published?.traceId);
+    } finally {
+      await tracing.shutdown();
+      trace.disable();
+      propagation.disable();
+      context.disable();
+    }
+  });
+
+  it("runs as many handlers at once as it has slots, and no more", async () => {
+    const h = await harness();
+    const gate = latch();
+    let running = 0;
+    let peak = 0;
+    let done = 0;
+    const worker = await h.consume(spec({ slots: 8 }), async () => {
+      running += 1;
+      peak = Math.max(peak, running);
+      await gate.promise;
+      running -= 1;
+      done += 1;
+      return ACK;
+    });
+    await Promise.all(Array.from({ length: 12 }, () => h.bus.publish(startedEvent())));
+    await waitFor(() => running === 8, { description: "8 handlers running at once" });
+    // Every message is at the client: only the semaphore keeps the other 4 from starting.
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "worker")).num_pending === 0, { description: "all messages delivered" });
+    await drainEventLoop();
+    expect(running).toBe(8);
+    expect(worker.inFlight()).toBe(8);
+    gate.open();
+    await waitFor(() => done === 12, { description: "all 12 handlers to finish" });
+    expect(peak).toBe(8);
+  });
+
+  it("stop() waits for in-flight handlers to finish and acknowledge", async () => {
+    const h = await harness();
+    const gate = latch();
+    const order: string[] = [];
+    const worker = await h.consume(spec({ slots: 2 }), async () => {
+      order.push("handler started");
+      await gate.promise;
+      order.push("handler done");
+      return ACK;
+    });
+    await h.bus.publish(startedEvent());
+    await waitFor(() => order.includes("handler started"), { description: "the handler to start" });
+    const stopping = worker.stop().then(() => order.push("stopped"));
+    await drainEventLoop();
+    expect(order).toEqual(["handler started"]);
+    expect(worker.inFlight()).toBe(1);
+    gate.open();
+    await stopping;
+    expect(order).toEqual(["handler started", "handler done", "stopped"]);
+    expect(worker.inFlight()).toBe(0);
+    // Requests on one connection are processed in order: the ack went out before this info request.
+    const info = await h.jsm.consumers.info(h.subjects.stream, "worker");
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.ack_floor.stream_seq).toBe(1);
+  });
+
+  it("stop() starts no buffered message and leaves it to another replica", async () => {
+    const h = await harness();
+    const gate = latch();
+    const first = recorder(async () => {
+      await gate.promise;
+      return ACK;
+    });
+    // A short ack wait: on servers before 2.10 a message handed back can land in the stopped worker's stale pull request.
+    const settings = spec({ slots: 1, ackWaitMs: 2_000 });
+    const worker = await h.consume(settings, first.handler);
+    const events = [startedEvent(), startedEvent(), startedEvent()];
+    for (const event of events) await h.bus.publish(event);
+    await waitFor(() => first.deliveries.length === 1, { description: "the first handler to start" });
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "worker")).num_pending === 0, { description: "all messages at the worker" });
+    const stopping = worker.stop();
+    gate.open();
+    await stopping;
+    expect(first.deliveries.map((d) => d.event.id)).toEqual([events[0]!.id]);
+    const second = recorder();
+    await h.consume(settings, second.handler);
+    const handled = (): string[] => [...new Set(second.deliveries.map((d) => d.event.id))].sort();
+    await waitFor(() => handled().length === 2, { description: "the replica to handle the other two", timeoutMs: 10_000 });
+    expect(handled()).toEqual([events[1]!.id, events[2]!.id].sort());
+  });
+
+  it("shares one durable consumer between replicas: each event is handled once", async () => {
+    const h = await harness();
+    const other = await connectBus(h.subjects);
+    const a = recorder();
+    const b = recorder();
+    await h.consume(spec({ slots: 2 }), a.handler);
+    const workerB = await other.consume(spec({ slots: 2 }), b.handler);
+    cleanups.push(() => workerB.stop());
+    const events = Array.from({ length: 40 }, () => startedEvent());
+    await Promise.all(events.map((e) => h.bus.publish(e)));
+    await waitFor(() => a.deliveries.length + b.deliveries.length === events.length, { description: "every event to be handled" });
+    const handled = [...a.deliveries, ...b.deliveries].map((d) => d.event.id).sort();
+    expect(handled).toEqual(events.map((e) => e.id).sort());
+  });
+
+  it("creates its stream and consumers idempotently and converges on changed settings", async () => {
+    const h = await harness();
+    // A second service instance with another duplicate window connects to the same stream.
+    await connectBus(h.subjects, 30_000);
+    expect((await h.jsm.streams.info(h.subjects.stream)).config.duplicate_window).toBe(30_000 * 1_000_000);
+    const first = await h.consume(spec({ maxAckPending: 64 }), async () => ACK);
+    await first.stop();
+    const second = await h.consume(spec({ maxAckPending: 32, ackWaitMs: 20_000 }), async () => ACK);
+    const info = await h.jsm.consumers.info(h.subjects.stream, "worker");
+    expect(info.config.max_ack_pending).toBe(32);
+    expect(info.config.ack_wait).toBe(20_000 * 1_000_000);
+    await second.stop();
+  });
+
+  it("gives every filter its own durable consumer, also for call and run events of the same name", async () => {
+    const h = await harness();
+    const { handler, deliveries } = recorder();
+    await h.consume(spec({ name: "starts", filters: [h.subjects.callEvents("started"), h.subjects.runEvents("started")] }), handler);
+    const call = startedEvent();
+    const run = runStartedEvent();
+    await h.bus.publish(call);
+    await h.bus.publish(run);
+    await waitFor(() => deliveries.length === 2, { description: "both started events" });
+    expect(deliveries.map((d) => d.event.id).sort()).toEqual([call.id, run.id].sort());
+    const names: string[] = [];
+    for await (const c of h.jsm.consumers.list(h.subjects.stream)) names.push(c.name);
+    expect(names).toHaveLength(2);
+  });
+});

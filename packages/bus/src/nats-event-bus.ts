@@ -1,0 +1,298 @@
+import { context, propagation, SpanKind, SpanStatusCode, trace, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
+import { connect } from "@nats-io/transport-node";
+import { parseEvent, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import type { Logger } from "@toolgate/telemetry";
+import { ackAction, type Disposition } from "./disposition.js";
+import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Worker } from "./event-bus.js";
+import { Semaphore } from "./semaphore.js";
+
+/**
+ * A publish that was not acknowledged by the stream. Safe to retry when `retryable` (event ids are
+ * deterministic, so the duplicate window drops a retry that did land); an event above the size limit is not.
+ */
+export class PublishError extends Error {
+  readonly code = "PUBLISH_FAILED";
+  readonly retryable: boolean;
+  constructor(message: string, options?: ErrorOptions & { retryable?: boolean }) {
+    super(message, options);
+    this.name = "PublishError";
+    this.retryable = options?.retryable ?? true;
+  }
+}
+
+/** The stream's durability settings; production runs R3 with `sync_interval: always` on the server. */
+export interface StreamSettings {
+  replicas: number;
+  maxAgeMs: number;
+  duplicateWindowMs: number;
+}
+
+export interface NatsEventBusOptions {
+  servers: string;
+  /** Connection name shown by the server (service and instance). */
+  name: string;
+  subjects: SubjectCatalogue;
+  /** Messages above this size are refused before parsing. */
+  maxEventBytes: number;
+  stream: StreamSettings;
+  logger: Logger;
+  publishTimeoutMs?: number;
+}
+
+const encoder = new TextEncoder();
+/**
+ * Room for the headers every publish carries (Nats-Msg-Id, traceparent, tracestate) on top of the event:
+ * the server counts headers against the stream's max_msg_size, the event limit does not.
+ */
+const HEADER_ALLOWANCE_BYTES = 4 * 1024;
+const headerSetter: TextMapSetter<MsgHdrs> = { set: (h, k, v) => h.set(k, v) };
+const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
+  get: (h, k) => (h?.has(k) ? h.get(k) : undefined),
+  keys: (h) => (h ? h.keys() : []),
+};
+
+/**
+ * {@link EventBus} over NATS JetStream. One stream holds every call and run event; consumers are durable,
+ * explicitly acknowledged, created idempotently at start-up; every publish carries `Nats-Msg-Id` (the event
+ * id) and W3C trace context, and awaits its PubAck.
+ */
+export class NatsEventBus implements EventBus {
+  readonly #nc: NatsConnection;
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #options: NatsEventBusOptions;
+  readonly #log: Logger;
+  readonly #tracer = trace.getTracer("toolgate-bus");
+
+  private constructor(nc: NatsConnection, jsm: JetStreamManager, options: NatsEventBusOptions) {
+    this.#nc = nc;
+    this.#jsm = jsm;
+    this.#js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5_000 });
+    this.#options = options;
+    this.#log = options.logger.child({ component: "bus" });
+  }
+
+  /** Connects and makes sure the event stream exists with the configured settings. */
+  static async connect(options: NatsEventBusOptions): Promise<NatsEventBus> {
+    const nc = await connect({ servers: options.servers.split(","), name: options.name, maxReconnectAttempts: -1 });
+    const jsm = await jetstreamManager(nc);
+    const bus = new NatsEventBus(nc, jsm, options);
+    await bus.#ensureStream();
+    return bus;
+  }
+
+  get connection(): NatsConnection {
+    return this.#nc;
+  }
+
+  async #ensureStream(): Promise<void> {
+    const { subjects, stream, maxEventBytes } = this.#options;
+    const config: Partial<StreamConfig> & { name: string } = {
+      name: subjects.stream,
+      subjects: [subjects.allCalls, subjects.allRuns],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      discard: DiscardPolicy.Old,
+      num_replicas: stream.replicas,
+      max_age: nanos(stream.maxAgeMs),
+      duplicate_window: nanos(stream.duplicateWindowMs),
+      max_msg_size: maxEventBytes + HEADER_ALLOWANCE_BYTES,
+    };
+    try {
+      await this.#jsm.streams.add(config);
+    } catch (error) {
+      // Another replica created it first, or it exists with older settings: converge on ours.
+      if (!(error instanceof JetStreamApiError)) throw error;
+      await this.#jsm.streams.update(config.name, config);
+    }
+  }
+
+  async publish(event: ToolgateEvent): Promise<PublishReceipt> {
+    const { subjects } = this.#options;
+    const subject = event.kind === "call" ? subjects.call(event.call_id, event.type) : subjects.run(event.run_id, event.type);
+    const data = encoder.encode(JSON.stringify(event));
+    if (data.byteLength > this.#options.maxEventBytes) {
+      throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
+    }
+    const h = natsHeaders();
+    propagation.inject(context.active(), h, headerSetter);
+    try {
+      const ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h });
+      return { seq: ack.seq, duplicate: ack.duplicate };
+    } catch (error) {
+      throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
+    }
+  }
+
+  async consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker> {
+    const slots = new Semaphore(spec.slots);
+    const inFlight = new Set<Promise<void>>();
+    const filters = spec.filters.length === 0 ? [undefined] : spec.filters;
+    const durables = filters.map((filter) =>
+      filters.length === 1 ? spec.name : `${spec.name}_${durableSuffix(this.#options.subjects.prefix, filter ?? "all")}`,
+    );
+    if (new Set(durables).size !== durables.length)
+      throw new TypeError(`consumer ${spec.name}: filters ${spec.filters.join(", ")} map to the same durable name`);
+    const loops: Promise<void>[] = [];
+    const closers: (() => Promise<void>)[] = [];
+    let stopping = false;
+
+    for (const [i, filter] of filters.entries()) {
+      const durable = durables[i]!;
+      await this.#ensureConsumer(durable, filter, spec);
+      const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
+      // Pull a little more than we can run so the next message is already here when a slot frees up.
+      const messages = await consumer.consume({ max_messages: Math.max(spec.slots * 2, 16) });
+      closers.push(async () => {
+        await messages.close();
+      });
+      loops.push(
+        (async () => {
+          for await (const msg of messages) {
+            // Messages buffered when stop() was called go back to the stream at once, for another replica,
+            // instead of waiting out the ack wait.
+            if (stopping) {
+              msg.nak();
+              continue;
+            }
+            await slots.acquire();
+            if (stopping) {
+              slots.release();
+              msg.nak();
+              continue;
+            }
+            const task = this.#handle(msg, spec, handler, onRejected)
+              .catch((error: unknown) => this.#log.error({ err: error, consumer: durable }, "message handling failed"))
+              .finally(() => {
+                slots.release();
+                inFlight.delete(task);
+              });
+            inFlight.add(task);
+          }
+        })().catch((error: unknown) => this.#log.error({ err: error, consumer: durable }, "consumer loop ended with an error")),
+      );
+    }
+
+    this.#log.info({ consumer: spec.name, filters: spec.filters, slots: spec.slots }, "consumer started");
+    return {
+      stop: async () => {
+        stopping = true;
+        await Promise.all(closers.map((close) => close()));
+        await Promise.all(loops);
+        await Promise.all([...inFlight]);
+        this.#log.info({ consumer: spec.name }, "consumer stopped");
+      },
+      inFlight: () => inFlight.size,
+    };
+  }
+
+  async #ensureConsumer(durable: string, filter: string | undefined, spec: ConsumerSpec): Promise<void> {
+    const config: Partial<ConsumerConfig> = {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(spec.ackWaitMs),
+      max_deliver: spec.maxDeliver,
+      max_ack_pending: spec.maxAckPending,
+      ...(filter === undefined ? {} : { filter_subject: filter }),
+    };
+    const stream = this.#options.subjects.stream;
+    try {
+      await this.#jsm.consumers.add(stream, config);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError)) throw error;
+      const { durable_name: _name, deliver_policy: _deliver, ...updatable } = config;
+      await this.#jsm.consumers.update(stream, durable, updatable);
+    }
+  }
+
+  async #handle(msg: JsMsg, spec: ConsumerSpec, handler: EventHandler, onRejected: RejectionHandler | undefined): Promise<void> {
+    const delivery: Delivery = {
+      subject: msg.subject,
+      streamSeq: msg.seq,
+      deliveryCount: msg.info.deliveryCount,
+      maxDeliver: spec.maxDeliver,
+      working: () => msg.working(),
+    };
+    const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
+    if (!parsed.ok) return this.#reject(msg, spec, parsed.rejection, onRejected);
+    const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
+    if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
+    const event = parsed.event;
+    const parent = propagation.extract(context.active(), msg.headers, headerGetter);
+    await context.with(parent, () =>
+      this.#tracer.startActiveSpan(
+        `${spec.name} ${event.kind}.${event.type}`,
+        { kind: SpanKind.CONSUMER, attributes: { "messaging.system": "nats", "messaging.destination.name": msg.subject, "toolgate.event_id": event.id } },
+        async (span) => {
+          let outcome: { disposition: Disposition } | { error: unknown };
+          try {
+            outcome = { disposition: await handler(event, delivery) };
+          } catch (error) {
+            outcome = { error };
+            span.recordException(error as Error);
+            span.setStatus({ code: SpanStatusCode.ERROR });
+            this.#log.warn({ err: error, consumer: spec.name, event_id: event.id, delivery: delivery.deliveryCount }, "handler failed; will redeliver");
+          }
+          const action = ackAction(outcome, delivery);
+          if (action.op === "ack") msg.ack();
+          else if (action.op === "nak") msg.nak(action.delayMs);
+          else {
+            this.#log.warn({ consumer: spec.name, event_id: event.id, reason: action.reason }, "message terminated");
+            // No reason on the wire: servers before 2.10 ignore "+TERM <reason>" and redeliver after the ack wait.
+            msg.term();
+          }
+          span.end();
+        },
+      ),
+    );
+  }
+
+  async #reject(msg: JsMsg, spec: ConsumerSpec, rejection: EventRejection, onRejected: RejectionHandler | undefined): Promise<void> {
+    this.#log.warn({ consumer: spec.name, subject: msg.subject, stream_seq: msg.seq, rejection }, "message rejected");
+    try {
+      await onRejected?.(rejection, { subject: msg.subject, streamSeq: msg.seq, data: msg.data });
+    } catch (error) {
+      this.#log.error({ err: error, subject: msg.subject }, "rejection hook failed; redelivering");
+      msg.nak(1_000);
+      return;
+    }
+    msg.term();
+  }
+
+  async close(): Promise<void> {
+    if (this.#nc.isClosed()) return;
+    await this.#nc.drain();
+  }
+}
+
+/** `call_started` for `<prefix>.call.*.started`, `run` for `<prefix>.run.>`: distinct for distinct filters of the catalogue. */
+function durableSuffix(prefix: string, filter: string): string {
+  const tokens = filter.split(".");
+  if (tokens[0] === prefix) tokens.shift();
+  const named = tokens.filter((t) => t !== "*" && t !== ">").join("_");
+  return (named || "all").replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
+function subjectMismatch(subjects: SubjectCatalogue, subject: string, event: ToolgateEvent): EventRejection | undefined {
+  const parts = subjects.parse(subject);
+  const id = event.kind === "call" ? event.call_id : event.run_id;
+  if (parts && parts.kind === event.kind && parts.id === id && parts.type === event.type) return undefined;
+  return { reason: "subject_mismatch", detail: `event ${event.kind}.${event.type} for ${id} arrived on ${subject}` };
+}

@@ -1,0 +1,195 @@
+import { z } from "zod";
+import { CallIdSchema, RunIdSchema } from "./ids.js";
+import { PrincipalSchema } from "./principal.js";
+import { FailureResultSchema, JsonValueSchema, ResultEnvelopeSchema } from "./result-envelope.js";
+import type { CallEventType, RunEventType } from "./subjects.js";
+
+/** Name of the service that emitted an event. */
+export const ServiceNameSchema = z.enum(["orchestrator", "policy", "executor", "audit"]);
+export type ServiceName = z.infer<typeof ServiceNameSchema>;
+
+/** `sha256:<hex>` digest. */
+export const HashSchema = z.string().regex(/^sha256:[0-9a-f]{64}$/, "expected sha256:<hex>");
+
+/** Identifies exactly which contract a call was validated against. */
+export const ToolRefSchema = z.object({
+  name: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/),
+  version: z.string().min(1).max(32),
+  hash: HashSchema,
+});
+export type ToolRef = z.infer<typeof ToolRefSchema>;
+
+/**
+ * Trusted run context set when the run is created by an authenticated caller (never by the model):
+ * e.g. the task a research run works on, which bounds where `save_evidence` may write.
+ */
+export const RunContextSchema = z.object({
+  task_id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .optional(),
+});
+export type RunContext = z.infer<typeof RunContextSchema>;
+
+/** Upper bound on the raw argument text carried by a proposal; contracts set lower limits. */
+export const MAX_ARGUMENTS_JSON_BYTES = 256 * 1024;
+
+/**
+ * The authorization policy signs. The executor runs nothing unless the signature verifies against a
+ * trusted policy key and `args_hash` equals the hash of what it is about to run.
+ */
+export const DecisionSchema = z.object({
+  decision_id: z.string().min(1).max(128),
+  call_id: CallIdSchema,
+  run_id: RunIdSchema,
+  tool: ToolRefSchema,
+  args_hash: HashSchema,
+  principal: PrincipalSchema,
+  context: RunContextSchema,
+  policy_version: z.string().min(1).max(128),
+  issued_at: z.iso.datetime(),
+  expires_at: z.iso.datetime(),
+  key_id: z.string().min(1).max(128),
+});
+export type Decision = z.infer<typeof DecisionSchema>;
+
+const callPayloads = {
+  proposed: z.object({
+    provider_call_id: z.string().min(1).max(256),
+    tool_name: z.string().max(256),
+    arguments_json: z.string().max(MAX_ARGUMENTS_JSON_BYTES),
+    context: RunContextSchema,
+    turn: z.number().int().min(0),
+  }),
+  rejected: z.object({
+    result: FailureResultSchema,
+    stage: z.enum(["structural", "object", "state"]),
+  }),
+  denied: z.object({
+    result: FailureResultSchema,
+    reasons: z.array(z.string().max(512)).max(32),
+    policy_version: z.string().max(128),
+  }),
+  approval_requested: z.object({
+    approval_id: z.string().max(128),
+    plan_hash: HashSchema,
+    expires_at: z.iso.datetime(),
+  }),
+  authorized: z.object({
+    decision: DecisionSchema,
+    signature: z.string().min(1).max(512),
+    arguments: z.record(z.string(), JsonValueSchema),
+  }),
+  started: z.object({
+    executor_id: z.string().max(128),
+    idempotency_key_hash: HashSchema,
+  }),
+  completed: z.object({
+    result: ResultEnvelopeSchema,
+    duration_ms: z.number().min(0),
+  }),
+  outcome_unknown: z.object({
+    result: FailureResultSchema,
+    duration_ms: z.number().min(0),
+  }),
+  result_attached: z.object({
+    provider_call_id: z.string().min(1).max(256),
+    ok: z.boolean(),
+  }),
+} satisfies Record<CallEventType, z.ZodType>;
+
+const runPayloads = {
+  started: z.object({
+    model: z.string().max(128),
+    context: RunContextSchema,
+  }),
+  model_responded: z.object({
+    turn: z.number().int().min(0),
+    outcome: z.enum(["tool_calls", "final", "refusal"]),
+    tool_calls: z.number().int().min(0),
+  }),
+  completed: z.object({
+    turns: z.number().int().min(0),
+    tool_calls: z.number().int().min(0),
+    final_text: z.string().max(64 * 1024),
+  }),
+  stopped: z.object({
+    reason: z.enum([
+      "budget_turns",
+      "budget_tool_calls",
+      "budget_wall_clock",
+      "budget_tokens",
+      "repeated_call",
+      "approval_timeout",
+      "refusal",
+      "model_error",
+      "cancelled",
+    ]),
+    message: z.string().max(2048),
+  }),
+} satisfies Record<RunEventType, z.ZodType>;
+
+/**
+ * An event id (see {@link eventId}). It travels as the `Nats-Msg-Id` header and is audit's `_id`, so it is
+ * restricted to characters that cannot break a header line or a key: no spaces, no control characters.
+ */
+export const EventIdSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_:.-]{0,199}$/, "expected an event id (<call or run id>:<type>:<attempt>)");
+
+const base = {
+  v: z.literal(1),
+  /** Deterministic (see {@link eventId}): a re-published transition keeps its id, so storage can deduplicate. */
+  id: EventIdSchema,
+  run_id: RunIdSchema,
+  /** Position of the event in its call's (or run's) causal chain, starting at 1. */
+  seq: z.number().int().min(1).max(1_000_000),
+  attempt: z.number().int().min(1).max(10_000),
+  time: z.iso.datetime(),
+  source: ServiceNameSchema,
+  principal: PrincipalSchema,
+  tool: ToolRefSchema.optional(),
+  args_hash: HashSchema.optional(),
+};
+
+function callEvent<T extends CallEventType>(type: T) {
+  return z.object({ ...base, kind: z.literal("call"), call_id: CallIdSchema, type: z.literal(type), payload: callPayloads[type] });
+}
+function runEvent<T extends RunEventType>(type: T) {
+  return z.object({ ...base, kind: z.literal("run"), type: z.literal(type), payload: runPayloads[type] });
+}
+
+/** Every call state transition, discriminated by `type`. */
+export const CallEventSchema = z.discriminatedUnion("type", [
+  callEvent("proposed"),
+  callEvent("rejected"),
+  callEvent("denied"),
+  callEvent("approval_requested"),
+  callEvent("authorized"),
+  callEvent("started"),
+  callEvent("completed"),
+  callEvent("outcome_unknown"),
+  callEvent("result_attached"),
+]);
+export type CallEvent = z.infer<typeof CallEventSchema>;
+
+/** Every run state transition, discriminated by `type`. */
+export const RunEventSchema = z.discriminatedUnion("type", [runEvent("started"), runEvent("model_responded"), runEvent("completed"), runEvent("stopped")]);
+export type RunEvent = z.infer<typeof RunEventSchema>;
+
+/** The one envelope for every event on the bus. */
+export const ToolgateEventSchema = z.discriminatedUnion("kind", [CallEventSchema, RunEventSchema]);
+export type ToolgateEvent = z.infer<typeof ToolgateEventSchema>;
+
+/** The event of call type `T`. */
+export type CallEventOf<T extends CallEventType> = Extract<CallEvent, { type: T }>;
+/** The event of run type `T`. */
+export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
+
+/**
+ * Deterministic event id for the transition `type` of call or run `id` at `attempt`. It doubles as the
+ * JetStream `Nats-Msg-Id`, so a re-published transition is dropped by the duplicate window and by audit.
+ */
+export function eventId(id: string, type: string, attempt: number): string {
+  return `${id}:${type}:${attempt}`;
+}

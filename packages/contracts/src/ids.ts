@@ -1,0 +1,30 @@
+import { monotonicFactory } from "ulid";
+import { z } from "zod";
+
+const ulid = monotonicFactory();
+
+/** A subject-safe token: only characters that can never change NATS routing. */
+const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** True when `token` can be embedded as one NATS subject token without changing routing. */
+export function isSubjectSafe(token: string): boolean {
+  return SUBJECT_TOKEN.test(token);
+}
+
+/** Runtime-generated call id (`call_<ULID>`); the provider's own call id is kept as data only. */
+export const CallIdSchema = z.string().regex(/^call_[0-9A-HJKMNP-TV-Z]{26}$/, "expected a call id (call_<ULID>)");
+export type CallId = string;
+
+/** Runtime-generated run id (`run_<ULID>`). */
+export const RunIdSchema = z.string().regex(/^run_[0-9A-HJKMNP-TV-Z]{26}$/, "expected a run id (run_<ULID>)");
+export type RunId = string;
+
+/** Creates a new call id; sortable by creation time. */
+export function newCallId(): CallId {
+  return `call_${ulid()}`;
+}
+
+/** Creates a new run id; sortable by creation time. */
+export function newRunId(): RunId {
+  return `run_${ulid()}`;
+}

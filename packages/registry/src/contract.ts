@@ -1,0 +1,77 @@
+import { canonicalHash } from "@toolgate/contracts";
+import { z } from "zod";
+
+const jsonPointer = z.string().regex(/^(\/([^~/]|~[01])*)*$/, "expected an RFC 6901 JSON pointer");
+
+/** A JSON Schema document (2020-12); checked structurally by ajv when the registry compiles it. */
+const JsonSchemaObject = z.record(z.string(), z.unknown());
+
+/** Where an unknown outcome is reconciled: a read-only tool that reports whether the effect happened. */
+const StatusCheckSchema = z.object({ tool: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/) });
+
+/**
+ * A tool contract: what the model needs (name, description, input schema) and what the runtime needs
+ * (side-effect class, risk, permissions, approval, timeout, retries, idempotency, limits, sensitive
+ * fields, target resources, whether output is untrusted content). Versioned and content-hashed.
+ */
+export const ToolContractSchema = z.object({
+  name: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are stable snake_case identifiers"),
+  version: z.string().regex(/^\d+\.\d+\.\d+$/, "expected a semantic version"),
+  description: z.string().min(20).max(2048),
+  owner: z.string().min(1).max(128),
+  input_schema: JsonSchemaObject,
+  output_schema: JsonSchemaObject,
+  side_effect: z.enum(["none", "read", "write", "external"]),
+  risk: z.enum(["low", "medium", "high"]),
+  permissions: z.array(z.string().min(1).max(128)).max(32).default([]),
+  approval: z.enum(["never", "always", "when_tainted"]).default("never"),
+  timeout_ms: z.number().int().min(1).max(3_600_000),
+  retry: z
+    .object({
+      max_attempts: z.number().int().min(1).max(10),
+      base_delay_ms: z.number().int().min(1).max(60_000),
+      max_delay_ms: z.number().int().min(1).max(600_000),
+    })
+    .default({ max_attempts: 1, base_delay_ms: 100, max_delay_ms: 1_000 }),
+  idempotency: z.discriminatedUnion("kind", [
+    z.object({ kind: z.literal("natural") }),
+    z.object({ kind: z.literal("keyed"), key_template: z.string().min(1).max(256).optional() }),
+    z.object({ kind: z.literal("none") }),
+  ]),
+  status_check: StatusCheckSchema.optional(),
+  limits: z
+    .object({
+      max_argument_bytes: z
+        .number()
+        .int()
+        .min(2)
+        .max(256 * 1024),
+      max_result_bytes: z
+        .number()
+        .int()
+        .min(2)
+        .max(4 * 1024 * 1024),
+      max_depth: z.number().int().min(1).max(64),
+    })
+    .default({ max_argument_bytes: 16 * 1024, max_result_bytes: 256 * 1024, max_depth: 16 }),
+  /** JSON pointers into the arguments whose values are redacted in logs and audit records. */
+  sensitive: z.array(jsonPointer).max(64).default([]),
+  /** JSON pointers naming the resources the call acts on, with their type, for resource-level checks. */
+  resources: z
+    .array(z.object({ type: z.string().min(1).max(64), pointer: jsonPointer }))
+    .max(16)
+    .default([]),
+  /** The tool returns content from outside (web pages, documents): it taints the run. */
+  untrusted_output: z.boolean().default(false),
+  enabled: z.boolean().default(true),
+});
+
+/** A validated contract with every default applied. */
+export type ToolContract = z.infer<typeof ToolContractSchema>;
+/** A contract as written by its author (defaults may be omitted). */
+export type ToolContractInput = z.input<typeof ToolContractSchema>;
+
+/** Content hash of a contract: any change to what the model sees or the runtime enforces changes it. */
+export function contractHash(contract: ToolContract): string {
+  return canonicalHash(contract);
+}

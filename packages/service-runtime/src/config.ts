@@ -1,0 +1,78 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+
+/** A deploy that cannot start: the message names each bad variable, never its value. */
+export class ConfigError extends Error {
+  readonly code = "INVALID_CONFIG";
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/** Environment variables every service reads (names are the documented configuration surface). */
+export const baseEnvShape = {
+  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+  MONGO_URL: z.string().startsWith("mongodb").default("mongodb://127.0.0.1:27017"),
+  MONGO_DB: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,63}$/)
+    .default("toolgate"),
+  MONGO_MAX_POOL: int(1, 500).default(10),
+  TOOLGATE_SUBJECT_PREFIX: z
+    .string()
+    .regex(/^[a-z][a-z0-9_-]{0,31}$/)
+    .default("toolgate"),
+  STREAM_REPLICAS: int(1, 5).default(1),
+  STREAM_MAX_AGE_MS: int(60_000, 365 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
+  STREAM_DUPLICATE_WINDOW_MS: int(1_000, 24 * 3_600_000).default(120_000),
+  MAX_EVENT_BYTES: int(4_096, 64 * 1024 * 1024).default(1024 * 1024),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  INSTANCE_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+    .default(`${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.-]/g, "_")),
+  TRACES_EXPORTER: z.enum(["none", "console"]).default("none"),
+};
+
+export const BaseEnvSchema = z.object(baseEnvShape);
+export type BaseConfig = z.infer<typeof BaseEnvSchema>;
+
+/**
+ * Parses the process environment once, at start-up, with the service's schema; throws {@link ConfigError}
+ * so a bad deploy fails immediately instead of at the first message.
+ */
+export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".") || "(env)"}: ${i.message}`));
+  }
+  return parsed.data;
+}
+
+/** Parses a JSON-valued variable with a schema (e.g. a list of API keys); used inside env schemas. */
+export function jsonEnv<S extends z.ZodType>(schema: S) {
+  return z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "must be JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+/** A comma-separated list variable. */
+export function listEnv() {
+  return z.string().transform((text) =>
+    text
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  );
+}

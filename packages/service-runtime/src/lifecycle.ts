@@ -1,0 +1,72 @@
+import { createLogger, initTracing, type Logger, type Tracing } from "@toolgate/telemetry";
+import type { BaseConfig } from "./config.js";
+
+/** A started service: how to stop it and what it serves. */
+export interface RunningService {
+  /** Stop taking work, finish or release in-flight work, then close connections. */
+  stop(): Promise<void>;
+  /** Port of the service's HTTP API, when it has one. */
+  httpPort?: number;
+}
+
+export interface ServiceContext {
+  logger: Logger;
+  tracing: Tracing;
+}
+
+export interface RunServiceOptions {
+  name: string;
+  config: BaseConfig;
+  start(context: ServiceContext): Promise<RunningService>;
+  /** Longest a graceful stop may take before the process exits anyway. */
+  stopTimeoutMs?: number;
+}
+
+/**
+ * Runs one service process: logging, tracing, start-up, the `ready` log line (with the HTTP port), and a
+ * graceful stop on SIGTERM/SIGINT. A failure to start exits with code 1; an unexpected rejection is logged,
+ * never fatal, so that no single bad message can take a service down.
+ */
+export async function runService(options: RunServiceOptions): Promise<void> {
+  const logger = createLogger({ service: options.name, level: options.config.LOG_LEVEL, instance: options.config.INSTANCE_ID });
+  const tracing = initTracing({ service: options.name, exporter: options.config.TRACES_EXPORTER });
+  process.on("unhandledRejection", (reason) => logger.error({ err: reason }, "unhandled rejection"));
+  // Start, ready and stop are always logged (unless silenced): supervisors and tests wait for `ready`.
+  const lifecycle = options.config.LOG_LEVEL === "silent" ? logger : logger.child({}, { level: "info" });
+
+  let running: RunningService;
+  try {
+    running = await options.start({ logger, tracing });
+  } catch (error) {
+    logger.fatal({ err: error }, "start-up failed");
+    await tracing.shutdown().catch(() => undefined);
+    process.exit(1);
+  }
+
+  let stopping = false;
+  const stop = async (signal: NodeJS.Signals): Promise<void> => {
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    lifecycle.info({ signal }, "stopping");
+    const timer = setTimeout(() => {
+      logger.error("graceful stop timed out");
+      process.exit(1);
+    }, options.stopTimeoutMs ?? 30_000);
+    timer.unref();
+    try {
+      await running.stop();
+      await tracing.shutdown();
+      lifecycle.info("stopped");
+      process.exit(0);
+    } catch (error) {
+      logger.error({ err: error }, "stop failed");
+      process.exit(1);
+    }
+  };
+  process.on("SIGTERM", (s) => void stop(s));
+  process.on("SIGINT", (s) => void stop(s));
+  lifecycle.info(running.httpPort === undefined ? {} : { http_port: running.httpPort }, "ready");
+}

@@ -1,0 +1,4 @@
+export { InsertBatcher, DUPLICATE_KEY, type InsertOutcome, type InsertBatcherOptions } from "./insert-batcher.js";
+export { MongoIdempotencyStore, type IdempotencyStore, type ClaimOutcome, type ClaimRequest, type IdempotencyRecord } from "./idempotency-store.js";
+export { MongoAuditStore, recordHash, type AuditStore, type AuditRecord, type RejectedMessage, type ChainVerification } from "./audit-store.js";
+export { connectMongo, type MongoConnectionOptions } from "./mongo-connection.js";

@@ -1,0 +1,84 @@
+import { MongoBulkWriteError, type Collection, type Document, type OptionalUnlessRequiredId } from "mongodb";
+
+/** Whether one document was stored or its unique key already existed. */
+export type InsertOutcome = "inserted" | "duplicate";
+
+export interface InsertBatcherOptions {
+  /** Documents per insertMany. */
+  maxBatch: number;
+  /** insertMany commands in flight at once. */
+  maxInFlight: number;
+}
+
+interface QueuedInsert<T extends Document> {
+  doc: OptionalUnlessRequiredId<T>;
+  resolve: (outcome: InsertOutcome) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Mongo's duplicate-key error code, also returned by FerretDB. */
+export const DUPLICATE_KEY = 11000;
+
+/**
+ * Coalesces concurrent single-document inserts into unordered `insertMany` commands. Each caller learns
+ * whether its own document was inserted or hit a unique key; any other failure rejects that caller.
+ * Idle callers are flushed at once (no added wait); under load, documents queue behind in-flight commands.
+ */
+export class InsertBatcher<T extends Document> {
+  readonly #collection: Collection<T>;
+  readonly #options: InsertBatcherOptions;
+  #queue: QueuedInsert<T>[] = [];
+  #inFlight = 0;
+
+  constructor(collection: Collection<T>, options: InsertBatcherOptions = { maxBatch: 256, maxInFlight: 4 }) {
+    this.#collection = collection;
+    this.#options = options;
+  }
+
+  /** Inserts `doc` as part of the next batch. */
+  insert(doc: OptionalUnlessRequiredId<T>): Promise<InsertOutcome> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ doc, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#options.maxInFlight && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#options.maxBatch);
+      this.#inFlight += 1;
+      void this.#flush(batch).finally(() => {
+        this.#inFlight -= 1;
+        this.#pump();
+      });
+    }
+  }
+
+  async #flush(batch: QueuedInsert<T>[]): Promise<void> {
+    try {
+      await this.#collection.insertMany(
+        batch.map((b) => b.doc),
+        { ordered: false },
+      );
+      for (const b of batch) b.resolve("inserted");
+    } catch (error) {
+      if (!(error instanceof MongoBulkWriteError)) {
+        for (const b of batch) b.reject(error);
+        return;
+      }
+      const failed = new Map<number, number>();
+      for (const w of Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors]) failed.set(w.index, w.code);
+      // A bulk error without per-document errors (write concern, network) says nothing about which were stored.
+      if (failed.size === 0) {
+        for (const b of batch) b.reject(error);
+        return;
+      }
+      batch.forEach((b, i) => {
+        const code = failed.get(i);
+        if (code === undefined) b.resolve("inserted");
+        else if (code === DUPLICATE_KEY) b.resolve("duplicate");
+        else b.reject(error);
+      });
+    }
+  }
+}

@@ -1,0 +1,126 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** Repository root, found from this file's place in packages/testkit/dist. */
+export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+export type ServiceName = "orchestrator" | "policy" | "executor" | "audit";
+
+/** One parsed JSON log line of a service. */
+export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
+
+/** A service started as its own OS process from its built entry point. */
+export class ServiceProcess {
+  readonly name: string;
+  readonly #child: ChildProcess;
+  readonly #lines: LogLine[] = [];
+  readonly #exited: Promise<number | null>;
+  #ready: LogLine | undefined;
+  #exitCode: number | null | undefined;
+
+  private constructor(name: string, child: ChildProcess) {
+    this.name = name;
+    this.#child = child;
+    this.#exited = new Promise((resolve) => {
+      child.once("exit", (code, signal) => {
+        this.#exitCode = code ?? (signal ? null : 0);
+        resolve(code);
+      });
+    });
+    const rl = createInterface({ input: child.stdout! });
+    rl.on("line", (line) => {
+      let parsed: LogLine;
+      try {
+        parsed = JSON.parse(line) as LogLine;
+      } catch {
+        parsed = { msg: line, raw: true };
+      }
+      this.#lines.push(parsed);
+      if (this.#lines.length > 5_000) this.#lines.shift();
+    });
+    createInterface({ input: child.stderr! }).on("line", (line) => this.#lines.push({ msg: line, stderr: true }));
+  }
+
+  /**
+   * Spawns `node services/<service>/dist/main.js` with exactly `env` (plus PATH) and resolves once the
+   * service logs `ready`; rejects if it exits first or does not become ready in time.
+   */
+  static async start(service: ServiceName, env: Record<string, string>, options: { label?: string; timeoutMs?: number } = {}): Promise<ServiceProcess> {
+    const entry = `${REPO_ROOT}services/${service}/dist/main.js`;
+    const child = spawn(process.execPath, [entry], {
+      env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const proc = new ServiceProcess(options.label ?? service, child);
+    await proc.#waitReady(options.timeoutMs ?? 30_000);
+    return proc;
+  }
+
+  async #waitReady(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const ready = this.#lines.find((l) => l.msg === "ready");
+      if (ready) {
+        this.#ready = ready;
+        return;
+      }
+      if (this.#exitCode !== undefined) throw new Error(`${this.name} exited (${this.#exitCode}) before ready:\n${this.tail(30)}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    this.#child.kill("SIGKILL");
+    throw new Error(`${this.name} not ready within ${timeoutMs} ms:\n${this.tail(30)}`);
+  }
+
+  get pid(): number {
+    return this.#child.pid ?? -1;
+  }
+
+  /** HTTP port the service reported when ready (orchestrator and audit serve HTTP). */
+  get httpPort(): number {
+    const port = this.#ready?.http_port;
+    if (typeof port !== "number") throw new Error(`${this.name} did not report an http_port`);
+    return port;
+  }
+
+  get exited(): boolean {
+    return this.#exitCode !== undefined;
+  }
+
+  /** Every log line so far. */
+  logs(): readonly LogLine[] {
+    return this.#lines;
+  }
+
+  /** The last `n` log lines as text, for failure messages. */
+  tail(n: number): string {
+    return this.#lines
+      .slice(-n)
+      .map((l) => JSON.stringify(l))
+      .join("\n");
+  }
+
+  /** Sends a signal without waiting (SIGKILL to crash, SIGSTOP/SIGCONT to pause). */
+  signal(sig: NodeJS.Signals): void {
+    this.#child.kill(sig);
+  }
+
+  /** SIGTERM and wait for a graceful exit; resolves with the exit code. */
+  async stop(timeoutMs = 15_000): Promise<number | null> {
+    if (this.#exitCode !== undefined) return this.#exitCode;
+    this.#child.kill("SIGTERM");
+    const timer = setTimeout(() => this.#child.kill("SIGKILL"), timeoutMs);
+    try {
+      return await this.#exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** SIGKILL and wait for the process to be gone. */
+  async kill(): Promise<void> {
+    if (this.#exitCode !== undefined) return;
+    this.#child.kill("SIGKILL");
+    await this.#exited;
+  }
+}

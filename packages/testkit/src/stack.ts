@@ -1,0 +1,141 @@
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { ServiceProcess, type ServiceName } from "./service-process.js";
+
+/** A principal as the orchestrator's API-key configuration declares it. */
+export interface StackPrincipal {
+  tenant: string;
+  subject: string;
+  roles: string[];
+}
+
+export interface StackOptions {
+  natsUrl: string;
+  mongoUrl: string;
+  /** Subject prefix and database-name stem; random by default so stacks never share state. */
+  name?: string;
+  toolsets?: string[];
+  executors?: number;
+  /** Grants document for policy; by default the `researcher` role may use every tool. */
+  grants?: unknown;
+  /** Extra environment per service (e.g. fault injection for the executor). */
+  env?: Partial<Record<ServiceName, Record<string, string>>>;
+  logLevel?: string;
+}
+
+/** The API keys a stack accepts, with the principal each one authenticates. */
+export const STACK_USERS = {
+  alice: { tenant: "acme", subject: "alice", roles: ["researcher"] },
+  bob: { tenant: "acme", subject: "bob", roles: [] },
+} as const satisfies Record<string, StackPrincipal>;
+
+/**
+ * The four services started as separate OS processes against real NATS and Mongo, wired with fresh keys,
+ * a private subject prefix and private databases. Used by the demo, the benchmark and end-to-end tests.
+ */
+export class Stack {
+  readonly name: string;
+  readonly env: Record<string, string>;
+  readonly apiKeys: Record<keyof typeof STACK_USERS, string>;
+  readonly processes: ServiceProcess[] = [];
+  readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
+
+  private constructor(options: StackOptions) {
+    this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
+    const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+    this.apiKeys = { alice: `tgk_alice_${randomBytes(12).toString("hex")}`, bob: `tgk_bob_${randomBytes(12).toString("hex")}` };
+    this.env = {
+      NATS_URL: options.natsUrl,
+      MONGO_URL: options.mongoUrl,
+      MONGO_DB: `${this.name}_runtime`,
+      TOOLGATE_SUBJECT_PREFIX: this.name,
+      TOOLGATE_TOOLSETS: (options.toolsets ?? ["research"]).join(","),
+      LOG_LEVEL: options.logLevel ?? "info",
+      MONGO_MAX_POOL: "8",
+    };
+    const grants = options.grants ?? { grants: [{ tenant: "*", role: "researcher", tools: ["*"] }] };
+    this.#serviceEnv = {
+      policy: {
+        POLICY_SIGNING_KEY: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+        POLICY_GRANTS: JSON.stringify(grants),
+        ...options.env?.policy,
+      },
+      executor: {
+        POLICY_VERIFY_KEYS: publicKey.export({ type: "spki", format: "pem" }).toString(),
+        TOOLS_MONGO_DB: `${this.name}_tools`,
+        ...options.env?.executor,
+      },
+      audit: { HTTP_PORT: "0", ...options.env?.audit },
+      orchestrator: {
+        HTTP_PORT: "0",
+        ORCHESTRATOR_API_KEYS: JSON.stringify(
+          Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })),
+        ),
+        ...options.env?.orchestrator,
+      },
+    };
+  }
+
+  /** Starts audit, policy, the executors and the orchestrator, each once it is ready. */
+  static async start(options: StackOptions): Promise<Stack> {
+    const stack = new Stack(options);
+    try {
+      await stack.startService("audit");
+      await stack.startService("policy");
+      for (let i = 0; i < (options.executors ?? 1); i++) await stack.startService("executor", `executor-${i + 1}`);
+      await stack.startService("orchestrator");
+    } catch (error) {
+      await stack.stop();
+      throw error;
+    }
+    return stack;
+  }
+
+  /** Starts (or restarts) one service process with this stack's configuration. */
+  async startService(service: ServiceName, label: string = service, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
+    const proc = await ServiceProcess.start(
+      service,
+      { ...this.env, INSTANCE_ID: `${label}-${randomBytes(3).toString("hex")}`, ...this.#serviceEnv[service], ...extraEnv },
+      { label },
+    );
+    this.processes.push(proc);
+    return proc;
+  }
+
+  /** The most recently started, still running process with this label. */
+  process(label: string): ServiceProcess {
+    const proc = [...this.processes].reverse().find((p) => p.name === label && !p.exited);
+    if (!proc) throw new Error(`no running process ${label}`);
+    return proc;
+  }
+
+  get orchestratorUrl(): string {
+    return `http://127.0.0.1:${this.process("orchestrator").httpPort}`;
+  }
+
+  get auditUrl(): string {
+    return `http://127.0.0.1:${this.process("audit").httpPort}`;
+  }
+
+  /** Calls the orchestrator's API as `user`; returns status and parsed body. */
+  async api<T = unknown>(method: "GET" | "POST", path: string, body?: unknown, user: keyof typeof STACK_USERS = "alice"): Promise<{ status: number; body: T }> {
+    const response = await fetch(`${this.orchestratorUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${this.apiKeys[user]}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as T };
+  }
+
+  /** Calls the audit query API. */
+  async audit<T = unknown>(path: string): Promise<{ status: number; body: T }> {
+    const response = await fetch(`${this.auditUrl}${path}`);
+    return { status: response.status, body: (await response.json()) as T };
+  }
+
+  /** Stops every process gracefully (SIGTERM), the orchestrator first. */
+  async stop(): Promise<void> {
+    const order: string[] = ["orchestrator", "policy", "executor", "audit"];
+    const rank = (p: ServiceProcess) => order.findIndex((s) => p.name.startsWith(s));
+    for (const proc of [...this.processes].sort((a, b) => rank(a) - rank(b))) await proc.stop();
+  }
+}

@@ -1,0 +1,46 @@
+import { randomUUID } from "node:crypto";
+import { InsertBatcher } from "@toolgate/storage";
+import type { Collection, Db } from "mongodb";
+
+/** One real side effect, as the tool itself recorded it. */
+export interface EffectRecord {
+  _id: string;
+  tool: string;
+  idempotency_key: string;
+  call_id: string;
+  executor: string;
+  at: Date;
+}
+
+/**
+ * Counts side effects independently of the runtime's own bookkeeping: every execution of a ledger-backed
+ * tool inserts one record, so tests and benchmarks can prove "no key has two effects".
+ */
+export class EffectLedger {
+  readonly #effects: Collection<EffectRecord>;
+  readonly #inserts: InsertBatcher<EffectRecord>;
+  readonly #executor: string;
+
+  constructor(db: Db, executor: string, collection = "effects") {
+    this.#effects = db.collection<EffectRecord>(collection);
+    this.#inserts = new InsertBatcher(this.#effects);
+    this.#executor = executor;
+  }
+
+  /** Records one effect; resolves once it is durable. */
+  async record(tool: string, idempotencyKey: string, callId: string): Promise<void> {
+    await this.#inserts.insert({ _id: randomUUID(), tool, idempotency_key: idempotencyKey, call_id: callId, executor: this.#executor, at: new Date() });
+  }
+}
+
+/** Keys with more than one recorded effect, and the total number of effects, in one ledger collection. */
+export async function duplicateEffects(db: Db, collection = "effects"): Promise<{ total: number; duplicates: { key: string; count: number }[] }> {
+  const counts = new Map<string, number>();
+  let total = 0;
+  for await (const e of db.collection<EffectRecord>(collection).find({}, { projection: { idempotency_key: 1 } })) {
+    total += 1;
+    counts.set(e.idempotency_key, (counts.get(e.idempotency_key) ?? 0) + 1);
+  }
+  const duplicates = [...counts].filter(([, n]) => n > 1).map(([key, count]) => ({ key, count }));
+  return { total, duplicates };
+}

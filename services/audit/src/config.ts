@@ -1,0 +1,23 @@
+import { baseEnvShape, listEnv, parseEnv } from "@toolgate/service-runtime";
+import { ToolsetNameSchema } from "@toolgate/toolsets";
+import { z } from "zod";
+
+const AuditEnvSchema = z.object({
+  ...baseEnvShape,
+  /** Tool sets whose contracts say which argument fields are sensitive. */
+  TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
+  AUDIT_SLOTS: z.coerce.number().int().min(1).max(8_192).default(512),
+  AUDIT_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(8_192),
+  HTTP_HOST: z.string().default("127.0.0.1"),
+  /** 0 picks a free port (reported in the `ready` log line). */
+  HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8082),
+  /** Bearer token required by the query API when set. Secret: never logged. */
+  AUDIT_API_TOKEN: z.string().min(16).optional(),
+});
+
+export type AuditConfig = z.infer<typeof AuditEnvSchema>;
+
+/** Parses the audit service's environment; throws ConfigError on a bad deploy. */
+export function loadConfig(env: Record<string, string | undefined>): AuditConfig {
+  return parseEnv(AuditEnvSchema, env);
+}

@@ -1,0 +1,43 @@
+import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { MongoAuditStore } from "@toolgate/storage";
+import { toolsetContracts } from "@toolgate/toolsets";
+import { auditHandler } from "./audit-worker.js";
+import { loadConfig } from "./config.js";
+import { auditApi } from "./http-api.js";
+import { sensitiveFields } from "./redact.js";
+
+const config = loadConfig(process.env);
+
+await runService({
+  name: "audit",
+  config,
+  async start({ logger }) {
+    const infra = await connectInfrastructure("audit", config, logger);
+    const store = new MongoAuditStore(infra.db);
+    await store.ensureIndexes();
+    const worker = await infra.bus.consume(
+      {
+        name: "audit",
+        // No filter: every call and run event in the stream.
+        filters: [],
+        slots: config.AUDIT_SLOTS,
+        maxAckPending: config.AUDIT_MAX_ACK_PENDING,
+        ackWaitMs: 30_000,
+        maxDeliver: 100,
+      },
+      auditHandler({ store, sensitive: sensitiveFields(toolsetContracts(config.TOOLGATE_TOOLSETS)), logger }),
+      (rejection, message) => store.recordRejected(rejection, message),
+    );
+    const api = auditApi(store, config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN });
+    await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+    const address = api.server.address();
+    return {
+      httpPort: typeof address === "object" && address ? address.port : config.HTTP_PORT,
+      async stop() {
+        await api.close();
+        await worker.stop();
+        await infra.close();
+      },
+    };
+  },
+});

@@ -1,0 +1,109 @@
+import type { CallId, Principal, ResultEnvelope, RunContext, RunId, TerminalCallEventType } from "@toolgate/contracts";
+import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
+import type { Collection, Db } from "mongodb";
+import type { ModelResponse } from "./model.js";
+
+/** A run's persisted state. `awaiting` says whose move it is: the model's or the tools'. */
+export interface RunRecord {
+  _id: RunId;
+  principal: Principal;
+  model: string;
+  context: RunContext;
+  input: string;
+  /** `external`: the host runs its own loop and only hands over tool calls. */
+  status: "running" | "completed" | "stopped" | "external";
+  turn: number;
+  awaiting: "model" | "tools" | "nothing";
+  responses: { turn: number; response: ModelResponse; call_ids: CallId[] }[];
+  tool_calls: number;
+  final_text?: string;
+  stop_reason?: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** One proposed call, persisted before it is published. */
+export interface CallRecord {
+  _id: CallId;
+  run_id: RunId;
+  turn: number;
+  provider_call_id: string;
+  tool_name: string;
+  arguments_json: string;
+  created_at: Date;
+}
+
+/** The terminal outcome attached to a call: inserted once, never updated. */
+export interface CallResultRecord {
+  _id: CallId;
+  run_id: RunId;
+  turn: number;
+  provider_call_id: string;
+  tool_name: string;
+  terminal: TerminalCallEventType;
+  result: ResultEnvelope;
+  duration_ms?: number;
+  attached_at: Date;
+}
+
+/** The orchestrator's persistence: runs, calls and their attached results (append-only). */
+export class RunStore {
+  readonly runs: Collection<RunRecord>;
+  readonly calls: Collection<CallRecord>;
+  readonly results: Collection<CallResultRecord>;
+  readonly #callInserts: InsertBatcher<CallRecord>;
+  readonly #resultInserts: InsertBatcher<CallResultRecord>;
+  readonly #runInserts: InsertBatcher<RunRecord>;
+
+  constructor(db: Db) {
+    this.runs = db.collection<RunRecord>("runs");
+    this.calls = db.collection<CallRecord>("calls");
+    this.results = db.collection<CallResultRecord>("call_results");
+    this.#callInserts = new InsertBatcher(this.calls);
+    this.#resultInserts = new InsertBatcher(this.results);
+    this.#runInserts = new InsertBatcher(this.runs);
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await this.calls.createIndex({ run_id: 1, turn: 1 });
+    await this.results.createIndex({ run_id: 1, turn: 1 });
+  }
+
+  insertRun(run: RunRecord): Promise<InsertOutcome> {
+    return this.#runInserts.insert(run);
+  }
+
+  /** Persists calls; resolves once all are durable (a redelivery finds them as duplicates). */
+  async insertCalls(calls: CallRecord[]): Promise<void> {
+    await Promise.all(calls.map((c) => this.#callInserts.insert(c)));
+  }
+
+  /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
+  attachResult(result: CallResultRecord): Promise<InsertOutcome> {
+    return this.#resultInserts.insert(result);
+  }
+
+  getRun(runId: RunId): Promise<RunRecord | null> {
+    return this.runs.findOne({ _id: runId });
+  }
+
+  getCall(callId: CallId): Promise<CallRecord | null> {
+    return this.calls.findOne({ _id: callId });
+  }
+
+  getResult(callId: CallId): Promise<CallResultRecord | null> {
+    return this.results.findOne({ _id: callId });
+  }
+
+  callsOf(runId: RunId): Promise<CallRecord[]> {
+    return this.calls.find({ run_id: runId }).sort({ created_at: 1 }).toArray();
+  }
+
+  resultsOf(runId: RunId): Promise<CallResultRecord[]> {
+    return this.results.find({ run_id: runId }).toArray();
+  }
+
+  countResults(runId: RunId, turn: number): Promise<number> {
+    return this.results.countDocuments({ run_id: runId, turn });
+  }
+}

@@ -1,0 +1,90 @@
+import type { JsonValue, ResultEnvelope } from "@toolgate/contracts";
+import type { ModelAdapter, ModelResponse, TranscriptItem } from "./model.js";
+
+type Scenario = (transcript: readonly TranscriptItem[]) => ModelResponse;
+
+const C04_QUERY = "OpenAI Agents SDK state management official documentation";
+
+function turnOf(transcript: readonly TranscriptItem[]): number {
+  return transcript.filter((t) => t.role === "assistant").length;
+}
+
+function lastResult(transcript: readonly TranscriptItem[]): ResultEnvelope | undefined {
+  for (let i = transcript.length - 1; i >= 0; i--) {
+    const item = transcript[i]!;
+    if (item.role === "tool") return item.result;
+  }
+  return undefined;
+}
+
+/** The task id the runtime put in front of the model (a model only knows what its context says). */
+function taskIdFrom(transcript: readonly TranscriptItem[]): string {
+  const first = transcript.find((t) => t.role === "user");
+  return (first?.role === "user" && /task[_ ]id[=: ]+([A-Za-z0-9_-]+)/i.exec(first.text)?.[1]) || "unknown_task";
+}
+
+function call(turn: number, name: string, args: Record<string, JsonValue>): ModelResponse {
+  return { kind: "tool_calls", calls: [{ id: `call_0${turn + 1}`, name, arguments: JSON.stringify(args) }] };
+}
+
+function describe(result: ResultEnvelope | undefined): string {
+  if (!result) return "no result";
+  return result.ok ? "ok" : `${result.error.code}${result.retryable ? " (retryable)" : ""}: ${result.error.message}`;
+}
+
+/** Search → fetch → save, then a final answer; `saveTaskId` lets a scenario try another task's id. */
+function researchFlow(saveTaskId?: string): Scenario {
+  return (transcript) => {
+    const turn = turnOf(transcript);
+    const previous = lastResult(transcript);
+    if (turn === 0) return call(turn, "search_sources", { query: C04_QUERY, source_type: "official", limit: 3 });
+    if (!previous?.ok) return { kind: "final", text: `Stopped: the last tool call failed with ${describe(previous)}.` };
+    const data = previous.data as Record<string, JsonValue>;
+    if (turn === 1) {
+      const items = (data.items ?? []) as { url: string }[];
+      if (items.length === 0) return { kind: "final", text: "No official sources were found; this is a gap in the evidence." };
+      return call(turn, "fetch_document", { url: items[0]!.url });
+    }
+    if (turn === 2) {
+      const text = typeof data.text === "string" ? data.text : "";
+      const sentence = /Sessions provide[^.]*\./.exec(text)?.[0] ?? text.slice(0, 200);
+      return call(turn, "save_evidence", {
+        task_id: saveTaskId ?? taskIdFrom(transcript),
+        claim: "The OpenAI Agents SDK keeps conversation state in sessions.",
+        source_url: typeof data.url === "string" ? data.url : "",
+        quote: sentence.slice(0, 1000),
+      });
+    }
+    return { kind: "final", text: `Saved evidence ${typeof data.evidence_id === "string" ? data.evidence_id : "(unknown)"} for the state-management dimension.` };
+  };
+}
+
+/** One search with the given arguments, then a final answer that reports what the runtime observed. */
+function singleSearch(args: Record<string, JsonValue>): Scenario {
+  return (transcript) => {
+    const turn = turnOf(transcript);
+    if (turn === 0) return call(turn, "search_sources", args);
+    const result = lastResult(transcript);
+    if (result?.ok) {
+      const items = ((result.data as Record<string, JsonValue>).items ?? []) as unknown[];
+      return { kind: "final", text: items.length === 0 ? "The search succeeded with no matches (items: [])." : `Found ${items.length} sources.` };
+    }
+    return { kind: "final", text: `The search did not run as asked: ${describe(result)}.` };
+  };
+}
+
+/** The deterministic scenarios of the C04 case, by name (`scripted:<name>`). */
+export const SCENARIOS: Readonly<Record<string, Scenario>> = {
+  c04: researchFlow(),
+  "c04-other-task": researchFlow("task_someone_else"),
+  "c04-invalid-limit": singleSearch({ query: C04_QUERY, source_type: "official", limit: 50 }),
+  "c04-timeout": singleSearch({ query: "slow backend probe for agent state", source_type: "any", limit: 3 }),
+  "c04-no-match": singleSearch({ query: "quantum sourdough zeppelin", source_type: "official", limit: 3 }),
+};
+
+/** A deterministic model for tests and the demo: its choices depend only on the transcript. */
+export function scriptedModel(scenario: string): ModelAdapter | undefined {
+  const play = SCENARIOS[scenario];
+  if (!play) return undefined;
+  return { name: `scripted:${scenario}`, respond: (transcript) => Promise.resolve(play(transcript)) };
+}

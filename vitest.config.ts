@@ -1,0 +1,39 @@
+import { defineConfig } from "vitest/config";
+
+// Three layers (STYLE.md §12): unit tests beside the code, integration tests against the real NATS and
+// Mongo-compatible server (`*.int.test.ts`), end-to-end tests that start the services as processes (`test/`).
+export default defineConfig({
+  test: {
+    globalSetup: ["./packages/testkit/dist/global-setup.js"],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["packages/*/src/**/*.test.ts", "services/*/src/**/*.test.ts"],
+          exclude: ["**/*.int.test.ts", "**/node_modules/**", "**/dist/**"],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: ["packages/*/src/**/*.int.test.ts", "services/*/src/**/*.int.test.ts"],
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "e2e",
+          include: ["test/**/*.e2e.test.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+          // Each e2e file starts its own set of service processes; two cores run two files at once at most.
+          maxWorkers: 2,
+        },
+      },
+    ],
+  },
+});
