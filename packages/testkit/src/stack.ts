@@ -1,6 +1,24 @@
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { ServiceProcess, type ServiceName } from "./service-process.js";
 
+/** A run as the orchestrator's API returns it. */
+export interface RunView {
+  run_id: string;
+  status: "running" | "completed" | "stopped" | "external";
+  turn: number;
+  final_text?: string;
+  stop_reason?: string;
+  calls: { call_id: string; provider_call_id: string; tool: string; turn: number; status: string; result?: Record<string, unknown> & { ok: boolean } }[];
+}
+
+/** One event as the audit API returns it (the envelope is kept loosely typed: tests assert on it). */
+export interface AuditedEvent {
+  idx: number;
+  stream_seq: number;
+  hash: string;
+  event: { kind: "call" | "run"; type: string; id: string; call_id?: string; run_id: string; seq: number; time: string; tool?: { name: string }; payload: Record<string, unknown> };
+}
+
 /** A principal as the orchestrator's API-key configuration declares it. */
 export interface StackPrincipal {
   tenant: string;
@@ -130,6 +148,36 @@ export class Stack {
   async audit<T = unknown>(path: string): Promise<{ status: number; body: T }> {
     const response = await fetch(`${this.auditUrl}${path}`);
     return { status: response.status, body: (await response.json()) as T };
+  }
+
+  /** Starts a managed run and waits until it is no longer running; returns the run view. */
+  async runToEnd(model: string, input: string, context: Record<string, string> = {}, user: keyof typeof STACK_USERS = "alice"): Promise<RunView> {
+    const started = await this.api<{ run_id: string }>("POST", "/v1/runs", { model, input, context }, user);
+    if (started.status !== 202) throw new Error(`run not accepted (${started.status}): ${JSON.stringify(started.body)}`);
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const run = await this.api<RunView>("GET", `/v1/runs/${started.body.run_id}?wait_ms=10000`, undefined, user);
+      if (run.body.status !== "running") return run.body;
+      if (Date.now() > deadline) throw new Error(`run ${started.body.run_id} still running after 60 s`);
+    }
+  }
+
+  /**
+   * The run's events as audit stored them, once audit holds the run's final event and one `result_attached`
+   * per proposed call (audit consumes asynchronously, so the run can end before its trail is complete).
+   */
+  async trace(runId: string, timeoutMs = 30_000): Promise<AuditedEvent[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const { body } = await this.audit<{ events: AuditedEvent[] }>(`/v1/runs/${runId}/events`);
+      const events = body.events ?? [];
+      const finished = events.some((e) => e.event.kind === "run" && (e.event.type === "completed" || e.event.type === "stopped"));
+      const proposed = events.filter((e) => e.event.type === "proposed").length;
+      const attached = events.filter((e) => e.event.type === "result_attached").length;
+      if (finished && proposed === attached) return events;
+      if (Date.now() > deadline) throw new Error(`audit trail of ${runId} incomplete after ${timeoutMs} ms: ${events.length} events`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   /** Stops every process gracefully (SIGTERM), the orchestrator first. */

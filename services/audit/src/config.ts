@@ -8,6 +8,8 @@ const AuditEnvSchema = z.object({
   TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
   AUDIT_SLOTS: z.coerce.number().int().min(1).max(8_192).default(512),
   AUDIT_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(8_192),
+  /** How long a delivered event may stay unacknowledged before redelivery (e.g. after an audit crash). */
+  AUDIT_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(10_000),
   HTTP_HOST: z.string().default("127.0.0.1"),
   /** 0 picks a free port (reported in the `ready` log line). */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8082),

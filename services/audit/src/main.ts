@@ -22,7 +22,7 @@ await runService({
         filters: [],
         slots: config.AUDIT_SLOTS,
         maxAckPending: config.AUDIT_MAX_ACK_PENDING,
-        ackWaitMs: 30_000,
+        ackWaitMs: config.AUDIT_ACK_WAIT_MS,
         maxDeliver: 100,
       },
       auditHandler({ store, sensitive: sensitiveFields(toolsetContracts(config.TOOLGATE_TOOLSETS)), logger }),

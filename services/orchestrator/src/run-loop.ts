@@ -39,6 +39,8 @@ export class RunRequestError extends Error {
   }
 }
 
+const MAX_OPEN_CALLS_CACHED = 100_000;
+
 type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "completed" | "outcome_unknown" }>;
 
 /**
@@ -48,6 +50,8 @@ type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "complet
  */
 export class RunLoop {
   readonly #deps: RunLoopDeps;
+  /** Calls this process proposed and that have no outcome yet: saves a read per terminal event. */
+  readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
 
   constructor(deps: RunLoopDeps) {
     this.#deps = deps;
@@ -93,7 +97,8 @@ export class RunLoop {
   /** Consumes terminal call events: attach, notify waiters, advance the run when its turn is complete. */
   readonly onTerminal: EventHandler = async (event: ToolgateEvent): Promise<Disposition> => {
     if (event.kind !== "call" || !isTerminal(event)) return terminate(`orchestrator does not handle ${event.kind}.${event.type}`);
-    const call = await this.#deps.store.getCall(event.call_id);
+    const open = this.#open.get(event.call_id);
+    const call = open?.call ?? (await this.#deps.store.getCall(event.call_id));
     if (!call) {
       this.#deps.logger.warn({ call_id: event.call_id, type: event.type }, "terminal event for a call this orchestrator never proposed");
       return ACK;
@@ -118,7 +123,9 @@ export class RunLoop {
     // Re-published after a crash too: the deterministic event id makes it a no-op when it already exists.
     await this.#deps.bus.publish(nextCallEvent(originOf(event), "result_attached", "orchestrator", { provider_call_id: call.provider_call_id, ok: result.ok }));
     this.#deps.waiters.resolve(call._id, result);
-    await this.#advanceIfTurnComplete(call);
+    this.#open.delete(call._id);
+    // A host-driven run has no model turn to advance.
+    if (!open?.external) await this.#advanceIfTurnComplete(call);
     return ACK;
   };
 
@@ -272,6 +279,11 @@ export class RunLoop {
 
   async #proposeAll(run: RunRecord, records: CallRecord[]): Promise<void> {
     await this.#deps.store.insertCalls(records);
+    for (const call of records) {
+      // Oldest first out: a call whose outcome another replica attached is only a cache miss, never wrong.
+      if (this.#open.size >= MAX_OPEN_CALLS_CACHED) this.#open.delete(this.#open.keys().next().value!);
+      this.#open.set(call._id, { call, external: run.status === "external" });
+    }
     await Promise.all(
       records.map((r) =>
         this.#deps.bus.publish(

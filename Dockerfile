@@ -1,0 +1,20 @@
+# One image for all four services; the command picks the service, e.g.
+#   docker run toolgate node services/executor/dist/main.js
+FROM node:20-slim AS build
+WORKDIR /app
+RUN npm install -g pnpm@12.4.2
+COPY . .
+RUN pnpm install --frozen-lockfile && pnpm build
+
+FROM node:20-slim
+WORKDIR /app
+ENV NODE_ENV=production
+RUN npm install -g pnpm@12.4.2
+# Manifests first: production dependencies only, from the same lockfile.
+COPY --from=build /app/package.json /app/pnpm-lock.yaml /app/pnpm-workspace.yaml ./
+COPY --from=build /app/packages ./packages
+COPY --from=build /app/services ./services
+COPY --from=build /app/test/package.json ./test/package.json
+RUN rm -rf packages/*/node_modules services/*/node_modules && pnpm install --frozen-lockfile --prod && rm -rf packages/*/src services/*/src
+USER node
+CMD ["node", "services/orchestrator/dist/main.js"]
