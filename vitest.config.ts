@@ -10,6 +10,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "unit",
+          sequence: { groupOrder: 0 },
           include: ["packages/*/src/**/*.test.ts", "services/*/src/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "**/node_modules/**", "**/dist/**"],
         },
@@ -18,6 +19,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "integration",
+          sequence: { groupOrder: 1 },
           include: ["packages/*/src/**/*.int.test.ts", "services/*/src/**/*.int.test.ts"],
           testTimeout: 30_000,
           hookTimeout: 60_000,
@@ -27,6 +29,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "e2e",
+          sequence: { groupOrder: 2 },
           include: ["test/**/*.e2e.test.ts"],
           testTimeout: 120_000,
           hookTimeout: 120_000,

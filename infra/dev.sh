@@ -108,7 +108,7 @@ up() {
   export NATS_URL MONGO_URL
 }
 
-build() { (cd "$ROOT" && pnpm -s build); }
+build() { (cd "$ROOT" && pnpm run build); }
 
 cmd="${1:-help}"
 shift || true
@@ -119,7 +119,7 @@ case "$cmd" in
     ;;
   test)
     up && build
-    cd "$ROOT" && exec pnpm -s exec vitest run "$@"
+    cd "$ROOT" && exec pnpm exec vitest run "$@"
     ;;
   demo)
     up && build

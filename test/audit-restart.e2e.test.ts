@@ -46,7 +46,10 @@ it("loses no event and stores none twice when audit is killed mid-run and restar
     const jsm = await jetstreamManager(nc);
     const streamName = `${stack.name.toUpperCase()}_EVENTS`;
     const total = (await jsm.streams.info(streamName)).state.messages;
-    await waitFor(async () => (await audited.countDocuments()) === total || undefined, { timeoutMs: 30_000, description: `audit catching up to ${total} events` });
+    await waitFor(async () => (await audited.countDocuments()) === total || undefined, {
+      timeoutMs: 30_000,
+      description: `audit catching up to ${total} events`,
+    });
     const published = new Set<string>();
     for (let seq = 1; seq <= total; seq++) {
       const msg = await jsm.streams.getMessage(streamName, { seq });

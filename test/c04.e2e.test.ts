@@ -55,7 +55,9 @@ describe("C04 research agent", () => {
     expect(calls.map((c) => c.tool)).toEqual(["search_sources", "fetch_document", "save_evidence"]);
     for (const call of calls) expect(call.types).toEqual(["proposed", "authorized", "started", "completed", "result_attached"]);
 
-    const [search, fetch, save] = calls.map((c) => c.events.find((e) => e.type === "completed")!.payload.result as { ok: boolean; data: Record<string, unknown> });
+    const [search, fetch, save] = calls.map(
+      (c) => c.events.find((e) => e.type === "completed")!.payload.result as { ok: boolean; data: Record<string, unknown> },
+    );
     expect(search!.ok).toBe(true);
     const items = search!.data.items as { url: string; source_type: string }[];
     expect(items.length).toBeGreaterThan(0);

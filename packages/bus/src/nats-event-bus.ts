@@ -9,6 +9,7 @@ import {
   RetentionPolicy,
   StorageType,
   type ConsumerConfig,
+  type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -144,21 +145,30 @@ export class NatsEventBus implements EventBus {
     const slots = new Semaphore(spec.slots);
     const inFlight = new Set<Promise<void>>();
     const filters = spec.filters.length === 0 ? [undefined] : spec.filters;
-    const durables = filters.map((filter) =>
-      filters.length === 1 ? spec.name : `${spec.name}_${durableSuffix(this.#options.subjects.prefix, filter ?? "all")}`,
-    );
-    if (new Set(durables).size !== durables.length)
-      throw new TypeError(`consumer ${spec.name}: filters ${spec.filters.join(", ")} map to the same durable name`);
+    const durables = durableNames(spec.name, this.#options.subjects.prefix, filters);
     const loops: Promise<void>[] = [];
     const closers: (() => Promise<void>)[] = [];
     let stopping = false;
+    const stop = async (): Promise<void> => {
+      stopping = true;
+      await Promise.all(closers.map((close) => close()));
+      await Promise.all(loops);
+      await Promise.all([...inFlight]);
+    };
 
     for (const [i, filter] of filters.entries()) {
       const durable = durables[i]!;
-      await this.#ensureConsumer(durable, filter, spec);
-      const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
-      // Pull a little more than we can run so the next message is already here when a slot frees up.
-      const messages = await consumer.consume({ max_messages: Math.max(spec.slots * 2, 16) });
+      let messages: ConsumerMessages;
+      try {
+        await this.#ensureConsumer(durable, filter, spec);
+        const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
+        // Pull a little more than we can run so the next message is already here when a slot frees up.
+        messages = await consumer.consume({ max_messages: Math.max(spec.slots * 2, 16) });
+      } catch (error) {
+        // Leave nothing running for the filters that did start.
+        await stop();
+        throw error;
+      }
       closers.push(async () => {
         await messages.close();
       });
@@ -192,10 +202,7 @@ export class NatsEventBus implements EventBus {
     this.#log.info({ consumer: spec.name, filters: spec.filters, slots: spec.slots }, "consumer started");
     return {
       stop: async () => {
-        stopping = true;
-        await Promise.all(closers.map((close) => close()));
-        await Promise.all(loops);
-        await Promise.all([...inFlight]);
+        await stop();
         this.#log.info({ consumer: spec.name }, "consumer stopped");
       },
       inFlight: () => inFlight.size,
@@ -282,12 +289,23 @@ export class NatsEventBus implements EventBus {
   }
 }
 
-/** `call_started` for `<prefix>.call.*.started`, `run` for `<prefix>.run.>`: distinct for distinct filters of the catalogue. */
-function durableSuffix(prefix: string, filter: string): string {
-  const tokens = filter.split(".");
-  if (tokens[0] === prefix) tokens.shift();
-  const named = tokens.filter((t) => t !== "*" && t !== ">").join("_");
-  return (named || "all").replace(/[^A-Za-z0-9_-]/g, "_");
+/**
+ * One durable per filter (servers before 2.10 allow one filter per consumer): `<name>_<last token>`, e.g.
+ * `orch_completed`, and `<name>_call_started` / `<name>_run_started` where last tokens collide. Throws
+ * TypeError when two filters still map to one name.
+ */
+function durableNames(name: string, prefix: string, filters: readonly (string | undefined)[]): string[] {
+  if (filters.length === 1) return [name];
+  const tokensOf = (filter: string | undefined): string[] => {
+    const tokens = (filter ?? "all").split(".");
+    if (tokens[0] === prefix) tokens.shift();
+    return tokens.filter((t) => t !== "*" && t !== ">");
+  };
+  const clean = (suffix: string): string => `${name}_${(suffix || "all").replace(/[^A-Za-z0-9_-]/g, "_")}`;
+  const short = filters.map((f) => clean(tokensOf(f).at(-1) ?? ""));
+  const names = filters.map((f, i) => (short.indexOf(short[i]!) === short.lastIndexOf(short[i]!) ? short[i]! : clean(tokensOf(f).join("_"))));
+  if (new Set(names).size !== names.length) throw new TypeError(`consumer ${name}: filters ${filters.join(", ")} map to the same durable name`);
+  return names;
 }
 
 function subjectMismatch(subjects: SubjectCatalogue, subject: string, event: ToolgateEvent): EventRejection | undefined {

@@ -46,7 +46,7 @@ export function decisionVerifier(publicKeyTexts: readonly string[]): DecisionVer
     check(decision, signature) {
       const key = keys.get(decision.key_id);
       if (!key) return "unknown_key";
-      let ok = false;
+      let ok: boolean;
       try {
         ok = verify(null, Buffer.from(canonicalJson(decision), "utf8"), key, Buffer.from(signature, "base64url"));
       } catch {

@@ -84,10 +84,14 @@ describe("parseEvent", () => {
     const event = startedEvent();
     const pair = JSON.stringify(event).replace('"executor-1"', '"executor-\\ud83d\\ude00"');
     const parsedPair = parseEvent(bytes(pair), LIMIT);
-    expect(parsedPair.ok && parsedPair.event.type === "started" && parsedPair.event.payload.executor_id).toBe("executor-\u{1f600}");
+    expect(parsedPair.ok && parsedPair.event.kind === "call" && parsedPair.event.type === "started" && parsedPair.event.payload.executor_id).toBe(
+      "executor-\u{1f600}",
+    );
     const literal = JSON.stringify({ ...event, payload: { ...event.payload, executor_id: "executor-\\ud800" } });
     const parsedLiteral = parseEvent(bytes(literal), LIMIT);
-    expect(parsedLiteral.ok && parsedLiteral.event.type === "started" && parsedLiteral.event.payload.executor_id).toBe("executor-\\ud800");
+    expect(parsedLiteral.ok && parsedLiteral.event.kind === "call" && parsedLiteral.event.type === "started" && parsedLiteral.event.payload.executor_id).toBe(
+      "executor-\\ud800",
+    );
   });
 
   it.each<[string, (json: Record<string, unknown>) => void]>([

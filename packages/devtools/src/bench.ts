@@ -124,7 +124,9 @@ async function openLoop(stack: Stack, tool: string, sleepMs: number, rate: numbe
 function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p99: number } {
   const sorted = [...r.latencies].sort((a, b) => a - b);
   const out = { rate: r.calls / r.seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
-  console.log(`  ${name.padEnd(34)} calls=${String(r.calls).padStart(6)} failed=${r.failed} calls/s=${out.rate.toFixed(0).padStart(5)} p50=${out.p50.toFixed(2)}ms p99=${out.p99.toFixed(2)}ms`);
+  console.log(
+    `  ${name.padEnd(34)} calls=${String(r.calls).padStart(6)} failed=${r.failed} calls/s=${out.rate.toFixed(0).padStart(5)} p50=${out.p50.toFixed(2)}ms p99=${out.p99.toFixed(2)}ms`,
+  );
   return out;
 }
 
@@ -143,7 +145,10 @@ async function oneRun(index: number): Promise<{ throughput: number; idleP50: num
     console.log(`run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}`);
     await closedLoop(stack, tool, sleepMs, 16, 2); // warm-up: JIT, connection pools, consumers
     const idle = summarize("idle (1 call at a time)", await closedLoop(stack, tool, sleepMs, 1, Math.max(3, Number(args["idle-calls"]) / 200)));
-    const saturated = summarize(`throughput (${args.concurrency} concurrent)`, await closedLoop(stack, tool, sleepMs, Number(args.concurrency), Number(args.duration)));
+    const saturated = summarize(
+      `throughput (${args.concurrency} concurrent)`,
+      await closedLoop(stack, tool, sleepMs, Number(args.concurrency), Number(args.duration)),
+    );
     const paced = summarize(`paced at ${args.rate} calls/s`, await openLoop(stack, tool, sleepMs, Number(args.rate), Math.min(10, Number(args.duration))));
     const effects = await duplicateEffects(mongo.db(`${stack.name}_tools`));
     console.log(`  effects recorded=${effects.total} keys with more than one effect=${effects.duplicates.length}`);
@@ -163,7 +168,9 @@ async function main(): Promise<void> {
   console.log(`\nmedian of ${runs.length} runs (${args.executors} executor(s), ${args.tool}):`);
   console.log(`  throughput           ${median(runs.map((r) => r.throughput)).toFixed(0)} calls/s`);
   console.log(`  idle latency         p50 ${median(runs.map((r) => r.idleP50)).toFixed(2)} ms, p99 ${median(runs.map((r) => r.idleP99)).toFixed(2)} ms`);
-  console.log(`  at ${args.rate} calls/s       p50 ${median(runs.map((r) => r.rateP50)).toFixed(2)} ms, p99 ${median(runs.map((r) => r.rateP99)).toFixed(2)} ms`);
+  console.log(
+    `  at ${args.rate} calls/s       p50 ${median(runs.map((r) => r.rateP50)).toFixed(2)} ms, p99 ${median(runs.map((r) => r.rateP99)).toFixed(2)} ms`,
+  );
   console.log(`  duplicate executions ${duplicates}`);
   if (duplicates > 0) process.exit(1);
 }

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { canonicalJson, sha256, type EventRejection, type ToolgateEvent } from "@toolgate/contracts";
 import { MongoBulkWriteError, type Collection, type Db } from "mongodb";
-import { DUPLICATE_KEY } from "./insert-batcher.js";
+import { DUPLICATE_KEY, writeErrorsOf } from "./insert-batcher.js";
 
 /** One stored event, linked to the previous event of the same call (or run) by hash. */
 export interface AuditRecord {
@@ -22,6 +22,12 @@ export interface AuditRecord {
   stored_at: Date;
   event: ToolgateEvent;
 }
+
+/**
+ * How a record is kept: the event as its RFC 8785 text, exactly what the hash covers. Events carry untrusted
+ * data (tool results, arguments) whose keys may start with "$" or contain ".", which a document field cannot.
+ */
+type StoredAuditRecord = Omit<AuditRecord, "event"> & { event_json: string };
 
 /** A bus message that was not a valid event, kept so nothing is lost silently. */
 export interface RejectedMessage {
@@ -72,7 +78,15 @@ const MAX_RETRIES = 8;
 
 /** Hash of one record: binds the event to its place in its chain. */
 export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent): string {
-  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${canonicalJson(event)}`);
+  return hashOfText(prevHash, chainId, idx, canonicalJson(event));
+}
+
+function hashOfText(prevHash: string | null, chainId: string, idx: number, eventJson: string): string {
+  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}`);
+}
+
+function decoded({ event_json, ...record }: StoredAuditRecord): AuditRecord {
+  return { ...record, event: JSON.parse(event_json) as ToolgateEvent };
 }
 
 function chainOf(event: ToolgateEvent): string {
@@ -89,7 +103,7 @@ function startsChain(event: ToolgateEvent): boolean {
  * and the event id as `_id` makes storage exactly-once under at-least-once delivery.
  */
 export class MongoAuditStore implements AuditStore {
-  readonly #records: Collection<AuditRecord>;
+  readonly #records: Collection<StoredAuditRecord>;
   readonly #rejected: Collection<RejectedMessage>;
   readonly #heads = new Map<string, Head>();
   #queue: Pending[] = [];
@@ -97,7 +111,7 @@ export class MongoAuditStore implements AuditStore {
 
   constructor(db: Db, options: { collection?: string } = {}) {
     const name = options.collection ?? "audit_events";
-    this.#records = db.collection<AuditRecord>(name);
+    this.#records = db.collection<StoredAuditRecord>(name);
     this.#rejected = db.collection<RejectedMessage>(`${name}_rejected`);
   }
 
@@ -135,12 +149,13 @@ export class MongoAuditStore implements AuditStore {
     while (pending.length > 0) {
       await this.#loadMissingHeads(pending);
       const working = new Map<string, Head | null>();
-      const docs: AuditRecord[] = pending.map((p) => {
+      const docs: StoredAuditRecord[] = pending.map((p) => {
         const chain = chainOf(p.event);
         const head = working.has(chain) ? working.get(chain)! : (this.#heads.get(chain) ?? null);
         const idx = (head?.idx ?? 0) + 1;
         const prev = head?.hash ?? null;
-        const hash = recordHash(prev, chain, idx, p.event);
+        const eventJson = canonicalJson(p.event);
+        const hash = hashOfText(prev, chain, idx, eventJson);
         working.set(chain, { idx, hash });
         return {
           _id: p.event.id,
@@ -154,7 +169,7 @@ export class MongoAuditStore implements AuditStore {
           type: p.event.type,
           stream_seq: p.streamSeq,
           stored_at: new Date(),
-          event: p.event,
+          event_json: eventJson,
         };
       });
       let storedCount = docs.length;
@@ -220,21 +235,25 @@ export class MongoAuditStore implements AuditStore {
   }
 
   async chain(chainId: string): Promise<AuditRecord[]> {
-    return this.#records.find({ chain_id: chainId }).sort({ idx: 1 }).toArray();
+    return (await this.#records.find({ chain_id: chainId }).sort({ idx: 1 }).toArray()).map(decoded);
   }
 
   async run(runId: string): Promise<AuditRecord[]> {
-    return this.#records.find({ run_id: runId }).sort({ stream_seq: 1 }).toArray();
+    return (await this.#records.find({ run_id: runId }).sort({ stream_seq: 1 }).toArray()).map(decoded);
   }
 
   async verify(chainId: string): Promise<ChainVerification> {
-    const records = await this.chain(chainId);
+    const records = await this.#records.find({ chain_id: chainId }).sort({ idx: 1 }).toArray();
+    const broken = (brokenAt: number, problem: string): ChainVerification => ({ ok: false, length: records.length, brokenAt, problem });
     let prev: string | null = null;
     for (const [i, r] of records.entries()) {
-      if (r.idx !== i + 1) return { ok: false, length: records.length, brokenAt: i + 1, problem: `position ${r.idx} where ${i + 1} was expected` };
-      if (r.prev_hash !== prev) return { ok: false, length: records.length, brokenAt: r.idx, problem: "link to the previous record does not match" };
-      if (recordHash(prev, chainId, r.idx, r.event) !== r.hash)
-        return { ok: false, length: records.length, brokenAt: r.idx, problem: "record content does not match its hash" };
+      if (r.idx !== i + 1) return broken(i + 1, `position ${r.idx} where ${i + 1} was expected`);
+      if (r.prev_hash !== prev) return broken(r.idx, "link to the previous record does not match");
+      if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json) !== r.hash)
+        return broken(r.idx, "record content does not match its hash");
+      // The hash covers the event text only: the fields queries use must say what that event says.
+      const problem = describedFieldsProblem(r);
+      if (problem) return broken(r.idx, problem);
       prev = r.hash;
     }
     return { ok: true, length: records.length, head: prev };
@@ -265,8 +284,29 @@ export class MongoAuditStore implements AuditStore {
   }
 }
 
+function describedFieldsProblem(r: StoredAuditRecord): string | undefined {
+  let event: ToolgateEvent;
+  try {
+    event = JSON.parse(r.event_json) as ToolgateEvent;
+    if (canonicalJson(event) !== r.event_json) return "stored event is not in canonical form";
+  } catch {
+    return "stored event is not JSON";
+  }
+  const expected: Partial<StoredAuditRecord> = {
+    _id: event.id,
+    chain_id: chainOf(event),
+    run_id: event.run_id,
+    kind: event.kind,
+    type: event.type,
+    ...(event.kind === "call" ? { call_id: event.call_id } : {}),
+  };
+  for (const [field, value] of Object.entries(expected)) {
+    if (r[field as keyof StoredAuditRecord] !== value) return `field ${field} does not match the hashed event`;
+  }
+  if (event.kind === "run" && r.call_id !== undefined) return "field call_id does not match the hashed event";
+  return undefined;
+}
+
 function firstWriteError(error: MongoBulkWriteError): { index: number; code: number } | undefined {
-  const errors = Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors];
-  const first = errors.filter(Boolean).sort((a, b) => a.index - b.index)[0];
-  return first ? { index: first.index, code: first.code } : undefined;
+  return writeErrorsOf(error)[0];
 }

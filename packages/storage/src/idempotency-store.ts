@@ -1,6 +1,7 @@
+import { randomBytes } from "node:crypto";
 import type { ResultEnvelope, ToolRef } from "@toolgate/contracts";
 import type { Collection, Db } from "mongodb";
-import { InsertBatcher } from "./insert-batcher.js";
+import { DUPLICATE_KEY, InsertBatcher } from "./insert-batcher.js";
 
 /** What a claim on an idempotency key found. */
 export type ClaimOutcome =
@@ -39,87 +40,218 @@ export interface IdempotencyStore {
   purgeCompleted(before: Date): Promise<number>;
 }
 
-/** Stored shape of one key. */
+/** Stored shape of one key: its arguments and attempt 1, written once by the claim that inserted it. */
 export interface IdempotencyRecord {
   _id: string;
+  /** Random id of this use of the key: a key purged and claimed again starts a new generation of steps. */
+  gen: string;
   args_hash: string;
-  state: "in_flight" | "done";
+  /** Owner of attempt 1. */
   owner: string;
-  attempt: number;
+  /** Lease of attempt 1; only that owner renews it. */
   lease_until: Date;
   call_id: string;
   run_id: string;
   tool: ToolRef;
-  result?: ResultEnvelope;
   created_at: Date;
-  completed_at?: Date;
 }
 
-const MAX_CLAIM_ROUNDS = 5;
+/**
+ * Step `n` (from 2) of a key's generation: either attempt `n` starts (a takeover) or attempt `n - 1`
+ * completed. Both claim the same unique `_id`, so exactly one of them happens: this insert is the
+ * compare-and-set, and a document is never updated by anyone but the owner of its attempt.
+ */
+export interface IdempotencyStep {
+  /** `<gen>:<n>` */
+  _id: string;
+  key: string;
+  gen: string;
+  n: number;
+  kind: "takeover" | "done";
+  /** The attempt that starts (`takeover`, = n) or that completed (`done`, = n - 1). */
+  attempt: number;
+  owner: string;
+  /** Lease of a takeover's attempt; only its owner renews it. */
+  lease_until?: Date;
+  /**
+   * The result envelope as JSON text: tool data is untrusted and may hold keys such as "$ref" or "a.b",
+   * which a document field cannot (FerretDB refuses them, MongoDB restricts them).
+   */
+  result_json?: string;
+  at: Date;
+}
 
-/** {@link IdempotencyStore} on MongoDB with single-document operations only (works on FerretDB too). */
+type KeyState = { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number } | { kind: "done"; attempt: number; result: ResultEnvelope };
+
+const MAX_CLAIM_ROUNDS = 5;
+const MAX_STEPS = 10_000;
+const MAX_CACHED_OWNERSHIPS = 10_000;
+
+function stepId(gen: string, n: number): string {
+  return `${gen}:${n}`;
+}
+
+/**
+ * {@link IdempotencyStore} on MongoDB using inserts on unique keys as its only atomic operation, so it holds
+ * on FerretDB too, whose conditional updates are a read then a whole-document write (two executors could both
+ * "win" a compare-and-set there). Each document has a single writer after its insert.
+ */
 export class MongoIdempotencyStore implements IdempotencyStore {
-  readonly #records: Collection<IdempotencyRecord>;
+  readonly #keys: Collection<IdempotencyRecord>;
+  readonly #steps: Collection<IdempotencyStep>;
   readonly #inserts: InsertBatcher<IdempotencyRecord>;
   readonly #now: () => number;
+  /** Attempts this instance owns, so `complete` need not read them back; ownership never changes hands. */
+  readonly #owned = new Map<string, { gen: string; owner: string; attempt: number }>();
 
   constructor(db: Db, options: { collection?: string; now?: () => number } = {}) {
-    this.#records = db.collection<IdempotencyRecord>(options.collection ?? "idempotency_keys");
-    this.#inserts = new InsertBatcher(this.#records);
+    const name = options.collection ?? "idempotency_keys";
+    this.#keys = db.collection<IdempotencyRecord>(name);
+    this.#steps = db.collection<IdempotencyStep>(`${name}_steps`);
+    this.#inserts = new InsertBatcher(this.#keys);
     this.#now = options.now ?? Date.now;
   }
 
   async claim(request: ClaimRequest): Promise<ClaimOutcome> {
-    const now = this.#now();
-    const inserted = await this.#inserts.insert({
-      _id: request.key,
-      args_hash: request.argsHash,
-      state: "in_flight",
-      owner: request.owner,
-      attempt: 1,
-      lease_until: new Date(now + request.leaseMs),
-      call_id: request.callId,
-      run_id: request.runId,
-      tool: request.tool,
-      created_at: new Date(now),
-    });
-    if (inserted === "inserted") return { kind: "claimed", attempt: 1 };
-
+    let insert = true;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const existing = await this.#records.findOne({ _id: request.key });
-      // Deleted by retention between our insert and read: the key is free again.
-      if (!existing) return this.claim(request);
-      if (existing.args_hash !== request.argsHash) return { kind: "conflict", storedArgsHash: existing.args_hash };
-      if (existing.state === "done" && existing.result) return { kind: "replay", result: existing.result, attempt: existing.attempt };
       const now = this.#now();
-      const remaining = existing.lease_until.getTime() - now;
-      if (remaining > 0) return { kind: "busy", retryAfterMs: remaining, owner: existing.owner };
-      // The lease expired: take over only if nobody else did since we read (compare-and-set on attempt).
-      const taken = await this.#records.findOneAndUpdate(
-        { _id: request.key, state: "in_flight", attempt: existing.attempt },
-        { $set: { owner: request.owner, lease_until: new Date(now + request.leaseMs), attempt: existing.attempt + 1 } },
-        { returnDocument: "after" },
-      );
-      if (taken) return { kind: "taken_over", attempt: taken.attempt, previousOwner: existing.owner };
+      if (insert) {
+        const gen = randomBytes(12).toString("hex");
+        const inserted = await this.#inserts.insert({
+          _id: request.key,
+          gen,
+          args_hash: request.argsHash,
+          owner: request.owner,
+          lease_until: new Date(now + request.leaseMs),
+          call_id: request.callId,
+          run_id: request.runId,
+          tool: request.tool,
+          created_at: new Date(now),
+        });
+        if (inserted === "inserted") {
+          this.#remember(request.key, { gen, owner: request.owner, attempt: 1 });
+          return { kind: "claimed", attempt: 1 };
+        }
+      }
+      const key = await this.#keys.findOne({ _id: request.key });
+      // Purged by retention between our insert and read: the key is free again.
+      insert = !key;
+      if (!key) continue;
+      if (key.args_hash !== request.argsHash) return { kind: "conflict", storedArgsHash: key.args_hash };
+      const state = await this.#state(key);
+      if (state.kind === "done") return { kind: "replay", result: state.result, attempt: state.attempt };
+      const remaining = state.leaseUntil - now;
+      if (remaining > 0) return { kind: "busy", retryAfterMs: remaining, owner: state.owner };
+      // The lease expired: the next step is ours unless another executor took over, or the owner completed, first.
+      const attempt = state.attempt + 1;
+      const took = await this.#insertStep({
+        _id: stepId(key.gen, attempt),
+        key: request.key,
+        gen: key.gen,
+        n: attempt,
+        kind: "takeover",
+        attempt,
+        owner: request.owner,
+        lease_until: new Date(now + request.leaseMs),
+        at: new Date(now),
+      });
+      if (took) {
+        this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt });
+        return { kind: "taken_over", attempt, previousOwner: state.owner };
+      }
     }
     return { kind: "busy", retryAfterMs: request.leaseMs, owner: "unknown" };
   }
 
   async renew(key: string, owner: string, attempt: number, leaseMs: number): Promise<boolean> {
-    const r = await this.#records.updateOne({ _id: key, state: "in_flight", owner, attempt }, { $set: { lease_until: new Date(this.#now() + leaseMs) } });
-    return r.matchedCount === 1;
+    const gen = await this.#ownedGeneration(key, owner, attempt);
+    if (gen === undefined || (await this.#superseded(gen, attempt))) return false;
+    const leaseUntil = new Date(this.#now() + leaseMs);
+    // Only the attempt's owner writes its lease, so this plain update has no competing writer.
+    const r =
+      attempt === 1
+        ? await this.#keys.updateOne({ _id: key, gen, owner }, { $set: { lease_until: leaseUntil } })
+        : await this.#steps.updateOne({ _id: stepId(gen, attempt), owner, kind: "takeover" }, { $set: { lease_until: leaseUntil } });
+    // A takeover that landed meanwhile makes the renewed lease worthless.
+    return r.matchedCount === 1 && !(await this.#superseded(gen, attempt));
   }
 
   async complete(key: string, owner: string, attempt: number, result: ResultEnvelope): Promise<boolean> {
-    const r = await this.#records.updateOne(
-      { _id: key, state: "in_flight", owner, attempt },
-      { $set: { state: "done", result, completed_at: new Date(this.#now()) } },
-    );
-    return r.matchedCount === 1;
+    const gen = await this.#ownedGeneration(key, owner, attempt);
+    if (gen === undefined) return false;
+    const now = this.#now();
+    const stored = await this.#insertStep({
+      _id: stepId(gen, attempt + 1),
+      key,
+      gen,
+      n: attempt + 1,
+      kind: "done",
+      attempt,
+      owner,
+      result_json: JSON.stringify(result),
+      at: new Date(now),
+    });
+    this.#owned.delete(key);
+    // A zombie paused past retention could insert into a purged generation: it must find its key gone.
+    return stored && (await this.#keys.countDocuments({ _id: key, gen }, { limit: 1 })) > 0;
   }
 
   async purgeCompleted(before: Date): Promise<number> {
-    const r = await this.#records.deleteMany({ state: "done", completed_at: { $lt: before } });
-    return r.deletedCount;
+    const done = await this.#steps.find({ kind: "done", at: { $lt: before } }, { projection: { key: 1, gen: 1 } }).toArray();
+    let purged = 0;
+    for (const step of done) {
+      // The key first: a claim after this starts a new generation and never sees the old steps.
+      purged += (await this.#keys.deleteOne({ _id: step.key, gen: step.gen })).deletedCount;
+      await this.#steps.deleteMany({ gen: step.gen });
+    }
+    return purged;
+  }
+
+  /** Where the key stands: the last step of its generation decides. */
+  async #state(key: IdempotencyRecord): Promise<KeyState> {
+    let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime() };
+    for (let n = 2; n < MAX_STEPS; n++) {
+      const step = await this.#steps.findOne({ _id: stepId(key.gen, n) });
+      if (!step) return state;
+      if (step.kind === "done") return { kind: "done", attempt: step.attempt, result: JSON.parse(step.result_json ?? "null") as ResultEnvelope };
+      state = { kind: "in_flight", attempt: step.attempt, owner: step.owner, leaseUntil: step.lease_until?.getTime() ?? 0 };
+    }
+    return state;
+  }
+
+  /** The generation of `key` when `owner` holds (or held) `attempt` of it; undefined otherwise. */
+  async #ownedGeneration(key: string, owner: string, attempt: number): Promise<string | undefined> {
+    const cached = this.#owned.get(key);
+    if (cached && cached.owner === owner && cached.attempt === attempt) return cached.gen;
+    const record = await this.#keys.findOne({ _id: key });
+    if (!record) return undefined;
+    if (attempt === 1) return record.owner === owner ? record.gen : undefined;
+    const step = await this.#steps.findOne({ _id: stepId(record.gen, attempt) });
+    return step?.kind === "takeover" && step.owner === owner ? record.gen : undefined;
+  }
+
+  async #superseded(gen: string, attempt: number): Promise<boolean> {
+    return (await this.#steps.countDocuments({ _id: stepId(gen, attempt + 1) }, { limit: 1 })) > 0;
+  }
+
+  /** Inserts a step; false when that step already exists (someone else's takeover or completion won). */
+  async #insertStep(step: IdempotencyStep): Promise<boolean> {
+    try {
+      await this.#steps.insertOne(step);
+      return true;
+    } catch (error) {
+      if ((error as { code?: unknown }).code === DUPLICATE_KEY) return false;
+      throw error;
+    }
+  }
+
+  #remember(key: string, ownership: { gen: string; owner: string; attempt: number }): void {
+    this.#owned.delete(key);
+    this.#owned.set(key, ownership);
+    if (this.#owned.size > MAX_CACHED_OWNERSHIPS) {
+      const oldest = this.#owned.keys().next().value;
+      if (oldest !== undefined) this.#owned.delete(oldest);
+    }
   }
 }

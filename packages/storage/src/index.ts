@@ -1,4 +1,11 @@
 export { InsertBatcher, DUPLICATE_KEY, type InsertOutcome, type InsertBatcherOptions } from "./insert-batcher.js";
-export { MongoIdempotencyStore, type IdempotencyStore, type ClaimOutcome, type ClaimRequest, type IdempotencyRecord } from "./idempotency-store.js";
+export {
+  MongoIdempotencyStore,
+  type IdempotencyStore,
+  type ClaimOutcome,
+  type ClaimRequest,
+  type IdempotencyRecord,
+  type IdempotencyStep,
+} from "./idempotency-store.js";
 export { MongoAuditStore, recordHash, type AuditStore, type AuditRecord, type RejectedMessage, type ChainVerification } from "./audit-store.js";
 export { connectMongo, type MongoConnectionOptions } from "./mongo-connection.js";

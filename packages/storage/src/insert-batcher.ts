@@ -67,7 +67,7 @@ export class InsertBatcher<T extends Document> {
         return;
       }
       const failed = new Map<number, number>();
-      for (const w of Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors]) failed.set(w.index, w.code);
+      for (const w of writeErrorsOf(error)) failed.set(w.index, w.code);
       // A bulk error without per-document errors (write concern, network) says nothing about which were stored.
       if (failed.size === 0) {
         for (const b of batch) b.reject(error);
@@ -81,4 +81,17 @@ export class InsertBatcher<T extends Document> {
       });
     }
   }
+}
+
+/**
+ * The per-document errors of a bulk write, sorted by index; empty when the failure was not per document
+ * (a write concern error, for instance). Package-internal.
+ */
+export function writeErrorsOf(error: MongoBulkWriteError): { index: number; code: number }[] {
+  const raw: unknown = error.writeErrors;
+  const list: unknown[] = Array.isArray(raw) ? raw : [raw];
+  return list
+    .filter((w): w is { index: unknown; code: unknown } => typeof w === "object" && w !== null && "index" in w && "code" in w)
+    .map((w) => ({ index: Number(w.index), code: Number(w.code) }))
+    .sort((a, b) => a.index - b.index);
 }

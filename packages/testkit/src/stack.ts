@@ -16,7 +16,17 @@ export interface AuditedEvent {
   idx: number;
   stream_seq: number;
   hash: string;
-  event: { kind: "call" | "run"; type: string; id: string; call_id?: string; run_id: string; seq: number; time: string; tool?: { name: string }; payload: Record<string, unknown> };
+  event: {
+    kind: "call" | "run";
+    type: string;
+    id: string;
+    call_id?: string;
+    run_id: string;
+    seq: number;
+    time: string;
+    tool?: { name: string };
+    payload: Record<string, unknown>;
+  };
 }
 
 /** A principal as the orchestrator's API-key configuration declares it. */
@@ -35,6 +45,8 @@ export interface StackOptions {
   executors?: number;
   /** Grants document for policy; by default the `researcher` role may use every tool. */
   grants?: unknown;
+  /** Extra environment for every service. */
+  extraEnv?: Record<string, string>;
   /** Extra environment per service (e.g. fault injection for the executor). */
   env?: Partial<Record<ServiceName, Record<string, string>>>;
   logLevel?: string;
@@ -69,6 +81,7 @@ export class Stack {
       TOOLGATE_TOOLSETS: (options.toolsets ?? ["research"]).join(","),
       LOG_LEVEL: options.logLevel ?? "info",
       MONGO_MAX_POOL: "8",
+      ...options.extraEnv,
     };
     const grants = options.grants ?? { grants: [{ tenant: "*", role: "researcher", tools: ["*"] }] };
     this.#serviceEnv = {

@@ -55,7 +55,10 @@ function researchFlow(saveTaskId?: string): Scenario {
         quote: sentence.slice(0, 1000),
       });
     }
-    return { kind: "final", text: `Saved evidence ${typeof data.evidence_id === "string" ? data.evidence_id : "(unknown)"} for the state-management dimension.` };
+    return {
+      kind: "final",
+      text: `Saved evidence ${typeof data.evidence_id === "string" ? data.evidence_id : "(unknown)"} for the state-management dimension.`,
+    };
   };
 }
 

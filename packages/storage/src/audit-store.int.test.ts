@@ -1,0 +1,281 @@
+import { eventId, newCallId, newRunId, success, type CallEventType, type ToolgateEvent } from "@toolgate/contracts";
+import { testDatabase, uniqueName } from "@toolgate/testkit";
+import type { Db } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MongoAuditStore, recordHash } from "./audit-store.js";
+
+const principal = { tenant: "acme", subject: "alice", roles: ["analyst"] };
+const tool = { name: "create_ticket", version: "1", hash: `sha256:${"a".repeat(64)}` };
+const hash = (c: string): string => `sha256:${c.repeat(64)}`;
+
+let database: Awaited<ReturnType<typeof testDatabase>>;
+let db: Db;
+
+beforeAll(async () => {
+  database = await testDatabase();
+  db = database.db;
+});
+afterAll(async () => {
+  await database.dispose();
+});
+
+/** A store on its own collection, indexes created; `reopen` gives a fresh instance on the same data (a restart). */
+async function freshStore(): Promise<{ store: MongoAuditStore; collection: string; reopen(): Promise<MongoAuditStore> }> {
+  const collection = uniqueName("audit_");
+  const open = async (): Promise<MongoAuditStore> => {
+    const store = new MongoAuditStore(db, { collection });
+    await store.ensureIndexes();
+    return store;
+  };
+  return { store: await open(), collection, reopen: open };
+}
+
+const CALL_LIFECYCLE = ["proposed", "started", "completed", "result_attached"] as const satisfies readonly CallEventType[];
+
+function callEvent(callId: string, runId: string, type: (typeof CALL_LIFECYCLE)[number], seq: number, data: unknown = { ticket: "T-1" }): ToolgateEvent {
+  const common = {
+    v: 1 as const,
+    id: eventId(callId, type, 1),
+    kind: "call" as const,
+    call_id: callId,
+    run_id: runId,
+    seq,
+    attempt: 1,
+    time: new Date(Date.UTC(2024, 10, 29, 10, 0, seq)).toISOString(),
+    principal,
+    tool,
+    args_hash: hash("b"),
+  };
+  switch (type) {
+    case "proposed":
+      return {
+        ...common,
+        type,
+        source: "orchestrator",
+        payload: { provider_call_id: "toolu_1", tool_name: "create_ticket", arguments_json: '{"title":"x"}', context: {}, turn: 0 },
+      };
+    case "started":
+      return { ...common, type, source: "executor", payload: { executor_id: "executor-1", idempotency_key_hash: hash("d") } };
+    case "completed":
+      return { ...common, type, source: "executor", payload: { result: success(callId, data as never), duration_ms: 12.5 } };
+    case "result_attached":
+      return { ...common, type, source: "orchestrator", payload: { provider_call_id: "toolu_1", ok: true } };
+  }
+}
+
+function lifecycle(callId = newCallId(), runId = newRunId()): ToolgateEvent[] {
+  return CALL_LIFECYCLE.map((type, i) => callEvent(callId, runId, type, i + 1));
+}
+
+function runStarted(runId: string): ToolgateEvent {
+  return {
+    v: 1,
+    id: eventId(runId, "started", 1),
+    kind: "run",
+    type: "started",
+    run_id: runId,
+    seq: 1,
+    attempt: 1,
+    time: "2024-11-29T10:00:00.000Z",
+    source: "orchestrator",
+    principal,
+    payload: { model: "m", context: {} },
+  };
+}
+
+const chainOf = (e: ToolgateEvent): string => (e.kind === "call" ? e.call_id : e.run_id);
+
+describe("MongoAuditStore", () => {
+  it("stores an event once; a redelivery is a duplicate", async () => {
+    const { store } = await freshStore();
+    const [proposed] = lifecycle();
+    expect(await store.append(proposed!, 7)).toBe("stored");
+    expect(await store.append(proposed!, 7)).toBe("duplicate");
+    expect(await store.append(proposed!, 9)).toBe("duplicate");
+    const chain = await store.chain(chainOf(proposed!));
+    expect(chain).toHaveLength(1);
+    expect(chain[0]).toMatchObject({ _id: proposed!.id, chain_id: chainOf(proposed!), idx: 1, prev_hash: null, stream_seq: 7, kind: "call", type: "proposed" });
+    expect(chain[0]?.event).toEqual(proposed);
+  });
+
+  it("keeps a call's events in arrival order, linked by hash, and verifies the chain", async () => {
+    const { store } = await freshStore();
+    const events = lifecycle();
+    for (const [i, e] of events.entries()) expect(await store.append(e, i + 1)).toBe("stored");
+    const chainId = chainOf(events[0]!);
+    const chain = await store.chain(chainId);
+    expect(chain.map((r) => r.type)).toEqual([...CALL_LIFECYCLE]);
+    expect(chain.map((r) => r.idx)).toEqual([1, 2, 3, 4]);
+    expect(chain.map((r) => r.event)).toEqual(events);
+    let prev: string | null = null;
+    for (const r of chain) {
+      expect(r.prev_hash).toBe(prev);
+      expect(r.hash).toBe(recordHash(prev, chainId, r.idx, r.event));
+      prev = r.hash;
+    }
+    expect(await store.verify(chainId)).toEqual({ ok: true, length: 4, head: prev });
+    expect(await store.verify(newCallId())).toEqual({ ok: true, length: 0, head: null });
+  });
+
+  it("stores events whose data has keys Mongo treats specially, and still verifies them", async () => {
+    const { store } = await freshStore();
+    const callId = newCallId();
+    const runId = newRunId();
+    // Tool output is untrusted data: JSON Schema documents, dotted names and empty keys are ordinary JSON.
+    const data = { $schema: "https://json-schema.org/draft/2020-12/schema", $ref: "#/defs/a", "a.b": { "": [1, { $where: "x" }] }, missing: null };
+    const completed = callEvent(callId, runId, "completed", 3, data);
+    expect(await store.append(callEvent(callId, runId, "proposed", 1), 1)).toBe("stored");
+    expect(await store.append(completed, 2)).toBe("stored");
+    const chain = await store.chain(callId);
+    expect(chain[1]?.event).toEqual(completed);
+    expect(await store.verify(callId)).toMatchObject({ ok: true, length: 2 });
+  });
+
+  it("fails verification at the record whose stored event was modified in the database", async () => {
+    const { store, collection } = await freshStore();
+    const events = lifecycle();
+    for (const [i, e] of events.entries()) await store.append(e, i + 1);
+    const chainId = chainOf(events[0]!);
+    const raw = db.collection<Record<string, unknown> & { _id: string }>(collection);
+    const target = events[2]!.id;
+    const before = await raw.findOne({ _id: target });
+    // Whatever field holds the event, flip the duration inside it: 12.5 ms becomes 1 ms.
+    const tampered = JSON.parse(
+      JSON.stringify(before).replace('"duration_ms":12.5', '"duration_ms":1').replace('\\"duration_ms\\":12.5', '\\"duration_ms\\":1'),
+    ) as typeof before;
+    expect(tampered).not.toEqual(JSON.parse(JSON.stringify(before)));
+    const { _id: _ignored, ...fields } = tampered!;
+    await raw.replaceOne({ _id: target }, { ...fields, stored_at: before!.stored_at });
+    expect(await store.verify(chainId)).toMatchObject({ ok: false, length: 4, brokenAt: 3 });
+  });
+
+  it("fails verification when a record's own hash, its link or its metadata is rewritten, or a record is removed", async () => {
+    const { store, collection } = await freshStore();
+    const raw = db.collection<{ _id: string; [k: string]: unknown }>(collection);
+    const cases: [string, (ids: string[]) => Promise<unknown>, number][] = [
+      ["rewritten hash", (ids) => raw.updateOne({ _id: ids[1]! }, { $set: { hash: hash("f") } }), 2],
+      ["rewritten link", (ids) => raw.updateOne({ _id: ids[2]! }, { $set: { prev_hash: hash("e") } }), 3],
+      ["relabelled type", (ids) => raw.updateOne({ _id: ids[2]! }, { $set: { type: "outcome_unknown" } }), 3],
+      ["removed record", (ids) => raw.deleteOne({ _id: ids[1]! }), 2],
+    ];
+    for (const [name, tamper, brokenAt] of cases) {
+      const events = lifecycle();
+      for (const [i, e] of events.entries()) await store.append(e, i + 1);
+      const chainId = chainOf(events[0]!);
+      expect(await store.verify(chainId)).toMatchObject({ ok: true });
+      await tamper(events.map((e) => e.id));
+      const verdict = await store.verify(chainId);
+      expect({ name, verdict }).toMatchObject({ name, verdict: { ok: false, brokenAt } });
+    }
+  });
+
+  it("builds correct chains from many concurrent appends over several calls", async () => {
+    const { store } = await freshStore();
+    const runId = newRunId();
+    const calls = Array.from({ length: 12 }, () => lifecycle(newCallId(), runId));
+    // Appends are issued interleaved across calls, each call's events in order, none awaited before the next.
+    const order: ToolgateEvent[] = [];
+    for (let step = 0; step < CALL_LIFECYCLE.length; step++) for (const events of calls) order.push(events[step]!);
+    const outcomes = await Promise.all(order.map((e, i) => store.append(e, i + 1)));
+    expect(outcomes.every((o) => o === "stored")).toBe(true);
+    for (const events of calls) {
+      const chainId = chainOf(events[0]!);
+      const chain = await store.chain(chainId);
+      expect(chain.map((r) => r.event.id)).toEqual(events.map((e) => e.id));
+      expect(await store.verify(chainId)).toMatchObject({ ok: true, length: 4 });
+    }
+    const run = await store.run(runId);
+    expect(run.map((r) => r.stream_seq)).toEqual(order.map((_, i) => i + 1));
+  });
+
+  it("keeps chains linear when two store instances (replicas) append to the same calls at once", async () => {
+    const { store, reopen } = await freshStore();
+    const replica = await reopen();
+    const callIds = Array.from({ length: 6 }, () => newCallId());
+    const runId = newRunId();
+    // Every call starts on the first instance; both then append the rest concurrently, each event exactly once.
+    for (const callId of callIds) await store.append(callEvent(callId, runId, "proposed", 1), 1);
+    const rest = callIds.flatMap((callId) => CALL_LIFECYCLE.slice(1).map((type, i) => callEvent(callId, runId, type, i + 2)));
+    const outcomes = await Promise.all(rest.map((e, i) => (i % 2 === 0 ? store : replica).append(e, 100 + i)));
+    expect(outcomes.every((o) => o === "stored")).toBe(true);
+    for (const callId of callIds) {
+      const chain = await store.chain(callId);
+      expect(chain.map((r) => r.idx)).toEqual([1, 2, 3, 4]);
+      expect(new Set(chain.map((r) => r.type))).toEqual(new Set(CALL_LIFECYCLE));
+      expect(await store.verify(callId)).toMatchObject({ ok: true, length: 4 });
+    }
+  });
+
+  it("continues an existing chain from a fresh instance, as after a restart", async () => {
+    const { store, reopen } = await freshStore();
+    const events = lifecycle();
+    const chainId = chainOf(events[0]!);
+    await store.append(events[0]!, 1);
+    await store.append(events[1]!, 2);
+    const restarted = await reopen();
+    expect(await restarted.append(events[2]!, 3)).toBe("stored");
+    expect(await restarted.append(events[3]!, 4)).toBe("stored");
+    const chain = await restarted.chain(chainId);
+    expect(chain.map((r) => [r.idx, r.type])).toEqual(CALL_LIFECYCLE.map((t, i) => [i + 1, t]));
+    expect(chain[2]?.prev_hash).toBe(chain[1]?.hash);
+    expect(await restarted.verify(chainId)).toMatchObject({ ok: true, length: 4 });
+  });
+
+  it("recognises a redelivered event in a fresh instance, including the chain's first event", async () => {
+    const { store, reopen } = await freshStore();
+    const events = lifecycle();
+    const chainId = chainOf(events[0]!);
+    await store.append(events[0]!, 1);
+    await store.append(events[1]!, 2);
+    const restarted = await reopen();
+    expect(await restarted.append(events[1]!, 2)).toBe("duplicate");
+    expect(await restarted.append(events[0]!, 1)).toBe("duplicate");
+    // A redelivery and a new event arriving together in one batch.
+    const again = await reopen();
+    expect(await Promise.all([again.append(events[0]!, 1), again.append(events[1]!, 2), again.append(events[2]!, 3)])).toEqual([
+      "duplicate",
+      "duplicate",
+      "stored",
+    ]);
+    expect((await again.chain(chainId)).map((r) => r.idx)).toEqual([1, 2, 3]);
+    expect(await again.verify(chainId)).toMatchObject({ ok: true, length: 3 });
+  });
+
+  it("keeps a run's own events in a chain of their own", async () => {
+    const { store } = await freshStore();
+    const runId = newRunId();
+    const callEvents = lifecycle(newCallId(), runId);
+    await store.append(runStarted(runId), 1);
+    for (const [i, e] of callEvents.entries()) await store.append(e, i + 2);
+    expect((await store.chain(runId)).map((r) => r.type)).toEqual(["started"]);
+    expect((await store.run(runId)).map((r) => r.type)).toEqual(["started", ...CALL_LIFECYCLE]);
+    expect(await store.verify(runId)).toMatchObject({ ok: true, length: 1 });
+  });
+
+  it("records a rejected message once however often it is delivered", async () => {
+    const { store } = await freshStore();
+    const data = new TextEncoder().encode("this is not JSON");
+    const message = { subject: "t.call.call_X.started", streamSeq: 12, data };
+    await store.recordRejected({ reason: "invalid_json", detail: "Unexpected token" }, message);
+    await store.recordRejected({ reason: "invalid_json", detail: "Unexpected token" }, message);
+    await Promise.all([
+      store.recordRejected({ reason: "invalid_json", detail: "x" }, message),
+      store.recordRejected({ reason: "invalid_json", detail: "x" }, message),
+    ]);
+    const rejected = await store.rejected();
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toMatchObject({
+      subject: message.subject,
+      stream_seq: 12,
+      reason: "invalid_json",
+      bytes: data.byteLength,
+      preview: Buffer.from(data).toString("base64"),
+    });
+    // A view into a larger buffer is recorded by its own bytes only.
+    const big = new Uint8Array(4_000).fill(0x41);
+    await store.recordRejected({ reason: "too_large", detail: "big" }, { subject: "t.call.call_Y.started", streamSeq: 13, data: big.subarray(100, 3_100) });
+    const [latest] = await store.rejected(1);
+    expect(latest).toMatchObject({ stream_seq: 13, bytes: 3_000 });
+    expect(Buffer.from(latest!.preview, "base64").byteLength).toBe(2_048);
+  });
+});

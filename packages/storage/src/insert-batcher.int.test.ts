@@ -1,0 +1,134 @@
+import { testDatabase, uniqueName } from "@toolgate/testkit";
+import type { Collection, Db } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InsertBatcher } from "./insert-batcher.js";
+
+interface Doc {
+  _id: string;
+  n: number;
+  [key: string]: unknown;
+}
+
+let database: Awaited<ReturnType<typeof testDatabase>>;
+let db: Db;
+
+beforeAll(async () => {
+  database = await testDatabase();
+  db = database.db;
+});
+afterAll(async () => {
+  await database.dispose();
+});
+
+/** The collection, with every insertMany call's document ids recorded. */
+function observed(collection: Collection<Doc>): { collection: Collection<Doc>; batches: string[][] } {
+  const batches: string[][] = [];
+  const proxy = new Proxy(collection, {
+    get(target, prop, receiver) {
+      if (prop === "insertMany") {
+        return (docs: Doc[], options: unknown) => {
+          batches.push(docs.map((d) => d._id));
+          return target.insertMany(docs, options as never);
+        };
+      }
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+  return { collection: proxy, batches };
+}
+
+describe("InsertBatcher", () => {
+  it("resolves each caller of one mixed batch: inserted, duplicate of a stored doc, duplicate within the batch", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    await raw.insertMany([
+      { _id: "old-1", n: 0 },
+      { _id: "old-2", n: 0 },
+    ]);
+    const { collection, batches } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    // The first insert is in flight alone; everything after it queues into the next batch.
+    const ids = ["lead", "new-1", "old-1", "new-2", "new-1", "old-2", "new-3"];
+    const outcomes = await Promise.all(ids.map((_id, n) => batcher.insert({ _id, n })));
+    expect(batches).toEqual([["lead"], ["new-1", "old-1", "new-2", "new-1", "old-2", "new-3"]]);
+    expect(outcomes).toEqual(["inserted", "inserted", "duplicate", "inserted", "duplicate", "duplicate", "inserted"]);
+    const stored = await raw.find({}).sort({ _id: 1 }).toArray();
+    expect(stored).toEqual([
+      { _id: "lead", n: 0 },
+      { _id: "new-1", n: 1 },
+      { _id: "new-2", n: 3 },
+      { _id: "new-3", n: 6 },
+      { _id: "old-1", n: 0 },
+      { _id: "old-2", n: 0 },
+    ]);
+  });
+
+  it("rejects only the caller whose document failed for another reason", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    const { collection, batches } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    const first = batcher.insert({ _id: "lead", n: 0 });
+    const good = batcher.insert({ _id: "good", n: 1 });
+    // FerretDB refuses a "$"-prefixed field name (code 2) per document.
+    const bad = batcher.insert({ _id: "bad", n: 2, $where: "1" });
+    const dup = batcher.insert({ _id: "good", n: 3 });
+    expect(await first).toBe("inserted");
+    expect(await good).toBe("inserted");
+    expect(await dup).toBe("duplicate");
+    await expect(bad).rejects.toMatchObject({ name: "MongoBulkWriteError" });
+    expect(batches).toHaveLength(2);
+    expect((await raw.find({}).toArray()).map((d) => d._id).sort()).toEqual(["good", "lead"]);
+  });
+
+  it("splits a queue larger than maxBatch and keeps at most maxInFlight commands running", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    let running = 0;
+    let peak = 0;
+    const batches: number[] = [];
+    const counting = new Proxy(raw, {
+      get(target, prop, receiver) {
+        if (prop === "insertMany") {
+          return async (docs: Doc[], options: unknown) => {
+            running += 1;
+            peak = Math.max(peak, running);
+            batches.push(docs.length);
+            try {
+              return await target.insertMany(docs, options as never);
+            } finally {
+              running -= 1;
+            }
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const batcher = new InsertBatcher(counting, { maxBatch: 10, maxInFlight: 2 });
+    const outcomes = await Promise.all(Array.from({ length: 45 }, (_, n) => batcher.insert({ _id: `d${n}`, n })));
+    expect(outcomes.every((o) => o === "inserted")).toBe(true);
+    expect(peak).toBe(2);
+    expect(Math.max(...batches)).toBe(10);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(45);
+    expect(await raw.countDocuments()).toBe(45);
+  });
+
+  it("rejects every caller of a batch when the command itself fails, and keeps working", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    let calls = 0;
+    const flaky = new Proxy(raw, {
+      get(target, prop, receiver) {
+        if (prop === "insertMany") {
+          return async (docs: Doc[], options: unknown) => {
+            calls += 1;
+            if (calls === 1) throw new Error("connection reset");
+            return target.insertMany(docs, options as never);
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const batcher = new InsertBatcher(flaky, { maxBatch: 10, maxInFlight: 1 });
+    const results = await Promise.allSettled([batcher.insert({ _id: "a", n: 1 })]);
+    expect(results.map((r) => r.status)).toEqual(["rejected"]);
+    expect(await batcher.insert({ _id: "a", n: 1 })).toBe("inserted");
+    expect(await batcher.insert({ _id: "a", n: 1 })).toBe("duplicate");
+  });
+});
