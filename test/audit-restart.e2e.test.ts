@@ -53,7 +53,7 @@ it("loses no event and stores none twice when audit is killed mid-run and restar
     const published = new Set<string>();
     for (let seq = 1; seq <= total; seq++) {
       const msg = await jsm.streams.getMessage(streamName, { seq });
-      published.add((msg!.json() as { id: string }).id);
+      published.add(msg!.json<{ id: string }>().id);
     }
     const stored = (await audited.find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id));
     expect(stored.length).toBe(total);

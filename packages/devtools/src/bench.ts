@@ -131,7 +131,7 @@ function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p
 }
 
 async function oneRun(index: number): Promise<{ throughput: number; idleP50: number; idleP99: number; rateP50: number; rateP99: number; duplicates: number }> {
-  const tool = args.tool!;
+  const tool = args.tool;
   const sleepMs = Number(args["sleep-ms"]);
   const stack = await Stack.start({
     natsUrl: NATS_URL,

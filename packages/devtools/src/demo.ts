@@ -9,11 +9,6 @@ import type { ToolgateEvent } from "@toolgate/contracts";
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
 
-interface AuditView {
-  stream_seq: number;
-  event: ToolgateEvent;
-}
-
 const CASES = [
   { title: "C04: search → fetch → save evidence", model: "scripted:c04" },
   { title: "C04 failure run: limit 50 is refused before the tool runs", model: "scripted:c04-invalid-limit" },
@@ -70,20 +65,6 @@ function toolOf(event: ToolgateEvent, tools: Map<string, string>): string {
   return event.tool?.name ?? tools.get(event.call_id) ?? "";
 }
 
-async function waitForTrace(stack: Stack, runId: string): Promise<AuditView[]> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const { body } = await stack.audit<{ events: AuditView[] }>(`/v1/runs/${runId}/events`);
-    const events = body.events;
-    const finished = events.some((e) => e.event.kind === "run" && (e.event.type === "completed" || e.event.type === "stopped"));
-    const proposed = events.filter((e) => e.event.type === "proposed").length;
-    const attached = events.filter((e) => e.event.type === "result_attached").length;
-    if (finished && proposed === attached) return events;
-    if (Date.now() > deadline) throw new Error(`audit trail of ${runId} incomplete after 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 async function main(): Promise<void> {
   console.log(`Starting orchestrator, policy, executor and audit as processes (NATS ${NATS_URL}, Mongo ${MONGO_URL})…`);
   const stack = await Stack.start({
@@ -96,11 +77,9 @@ async function main(): Promise<void> {
   let failed = false;
   try {
     for (const c of CASES) {
-      const started = await stack.api<{ run_id: string }>("POST", "/v1/runs", { model: c.model, input: INPUT, context: { task_id: TASK_ID } });
-      if (started.status !== 202) throw new Error(`run was not accepted: ${JSON.stringify(started.body)}`);
-      const runId = started.body.run_id;
-      const run = await stack.api<{ status: string; final_text?: string; stop_reason?: string }>("GET", `/v1/runs/${runId}?wait_ms=30000`);
-      const trace = await waitForTrace(stack, runId);
+      const run = await stack.runToEnd(c.model, INPUT, { task_id: TASK_ID });
+      const runId = run.run_id;
+      const trace = (await stack.trace(runId)).map((e) => ({ event: e.event as unknown as ToolgateEvent }));
       const verify = await stack.audit<{ ok: boolean; chains: unknown[] }>(`/v1/runs/${runId}/verify`);
       const t0 = Date.parse(trace[0]!.event.time);
       const tools = new Map<string, string>();
@@ -115,9 +94,9 @@ async function main(): Promise<void> {
           `${at}  ${`${event.kind}.${event.type}`.padEnd(22)} ${id.padEnd(31)} ${toolOf(event, tools).padEnd(15)} ${statusOf(event)} ${duration}`.trimEnd(),
         );
       }
-      console.log(`run status=${run.body.status}${run.body.stop_reason ? ` reason=${run.body.stop_reason}` : ""} final="${run.body.final_text ?? ""}"`);
+      console.log(`run status=${run.status}${run.stop_reason ? ` reason=${run.stop_reason}` : ""} final="${run.final_text ?? ""}"`);
       console.log(`audit: ${trace.length} events, hash chains ${verify.body.ok ? "verified" : "BROKEN"} (${verify.body.chains.length} chains)`);
-      if (!verify.body.ok || run.body.status !== "completed") failed = true;
+      if (!verify.body.ok || run.status !== "completed") failed = true;
     }
   } finally {
     await stack.stop();

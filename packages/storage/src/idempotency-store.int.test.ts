@@ -46,7 +46,7 @@ function onConditionalWrite(target: Db, hook: () => void): Db {
 function storeWithClock(start = Date.UTC(2024, 10, 29, 10)) {
   const clock = { now: start };
   const collection = uniqueName("keys_");
-  const store = new MongoIdempotencyStore(db, { collection, now: () => clock.now });
+  const store = new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 });
   return { store, clock, collection, records: db.collection<IdempotencyRecord>(collection) };
 }
 
@@ -201,7 +201,7 @@ describe("MongoIdempotencyStore", () => {
     const req = request(key, "zombie");
     await store.claim(req);
     clock.now += LEASE_MS + 1;
-    const other = new MongoIdempotencyStore(db, { collection, now: () => clock.now });
+    const other = new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 });
     expect(await other.claim({ ...req, owner: "rescuer" })).toMatchObject({ kind: "taken_over", attempt: 2 });
     expect(await other.complete(key, "rescuer", 2, success(req.callId, "done"))).toBe(true);
     clock.now += 60_000;
@@ -212,6 +212,17 @@ describe("MongoIdempotencyStore", () => {
     expect(await store.renew(key, "zombie", 1, LEASE_MS)).toBe(false);
     expect(await other.complete(key, "next", 1, success(req.callId, "next"))).toBe(true);
     expect(await store.claim(req)).toMatchObject({ kind: "replay", result: { data: "next" } });
+  });
+
+  it("keeps completed keys for the minimum retention, so completing within it needs no purge check", async () => {
+    const clock = { now: Date.UTC(2024, 10, 29, 10) };
+    const store = new MongoIdempotencyStore(db, { collection: uniqueName("keys_"), now: () => clock.now, minRetentionMs: 3_600_000 });
+    const req = request(uniqueName("key_"), "executor-a");
+    await store.claim(req);
+    expect(await store.complete(req.key, "executor-a", 1, success(req.callId, "x"))).toBe(true);
+    await expect(store.purgeCompleted(new Date(clock.now))).rejects.toThrow(RangeError);
+    clock.now += 3_600_001;
+    expect(await store.purgeCompleted(new Date(clock.now - 3_600_000))).toBe(1);
   });
 
   it("purgeCompleted deletes only done records completed before the cutoff", async () => {

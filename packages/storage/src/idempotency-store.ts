@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ResultEnvelope, ToolRef } from "@toolgate/contracts";
 import type { Collection, Db } from "mongodb";
-import { DUPLICATE_KEY, InsertBatcher } from "./insert-batcher.js";
+import { InsertBatcher } from "./insert-batcher.js";
 
 /** What a claim on an idempotency key found. */
 export type ClaimOutcome =
@@ -83,6 +83,14 @@ export interface IdempotencyStep {
 
 type KeyState = { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number } | { kind: "done"; attempt: number; result: ResultEnvelope };
 
+/** An attempt this instance owns, and since when (its clock). */
+interface Ownership {
+  gen: string;
+  owner: string;
+  attempt: number;
+  since: number;
+}
+
 const MAX_CLAIM_ROUNDS = 5;
 const MAX_STEPS = 10_000;
 const MAX_CACHED_OWNERSHIPS = 10_000;
@@ -100,16 +108,24 @@ export class MongoIdempotencyStore implements IdempotencyStore {
   readonly #keys: Collection<IdempotencyRecord>;
   readonly #steps: Collection<IdempotencyStep>;
   readonly #inserts: InsertBatcher<IdempotencyRecord>;
+  readonly #stepInserts: InsertBatcher<IdempotencyStep>;
   readonly #now: () => number;
+  readonly #minRetentionMs: number;
   /** Attempts this instance owns, so `complete` need not read them back; ownership never changes hands. */
-  readonly #owned = new Map<string, { gen: string; owner: string; attempt: number }>();
+  readonly #owned = new Map<string, Ownership>();
 
-  constructor(db: Db, options: { collection?: string; now?: () => number } = {}) {
+  /**
+   * `minRetentionMs`: completed keys younger than this are never purged, so an attempt that completes within
+   * it cannot have had its key purged meanwhile and needs no check for that.
+   */
+  constructor(db: Db, options: { collection?: string; now?: () => number; minRetentionMs?: number } = {}) {
     const name = options.collection ?? "idempotency_keys";
     this.#keys = db.collection<IdempotencyRecord>(name);
     this.#steps = db.collection<IdempotencyStep>(`${name}_steps`);
     this.#inserts = new InsertBatcher(this.#keys);
+    this.#stepInserts = new InsertBatcher(this.#steps);
     this.#now = options.now ?? Date.now;
+    this.#minRetentionMs = options.minRetentionMs ?? 3_600_000;
   }
 
   async claim(request: ClaimRequest): Promise<ClaimOutcome> {
@@ -130,7 +146,7 @@ export class MongoIdempotencyStore implements IdempotencyStore {
           created_at: new Date(now),
         });
         if (inserted === "inserted") {
-          this.#remember(request.key, { gen, owner: request.owner, attempt: 1 });
+          this.#remember(request.key, { gen, owner: request.owner, attempt: 1, since: now });
           return { kind: "claimed", attempt: 1 };
         }
       }
@@ -157,7 +173,7 @@ export class MongoIdempotencyStore implements IdempotencyStore {
         at: new Date(now),
       });
       if (took) {
-        this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt });
+        this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt, since: now });
         return { kind: "taken_over", attempt, previousOwner: state.owner };
       }
     }
@@ -178,9 +194,11 @@ export class MongoIdempotencyStore implements IdempotencyStore {
   }
 
   async complete(key: string, owner: string, attempt: number, result: ResultEnvelope): Promise<boolean> {
+    const cached = this.#owned.get(key);
     const gen = await this.#ownedGeneration(key, owner, attempt);
     if (gen === undefined) return false;
     const now = this.#now();
+    const recent = cached !== undefined && cached.gen === gen && now - cached.since < this.#minRetentionMs;
     const stored = await this.#insertStep({
       _id: stepId(gen, attempt + 1),
       key,
@@ -193,11 +211,13 @@ export class MongoIdempotencyStore implements IdempotencyStore {
       at: new Date(now),
     });
     this.#owned.delete(key);
+    if (!stored) return false;
     // A zombie paused past retention could insert into a purged generation: it must find its key gone.
-    return stored && (await this.#keys.countDocuments({ _id: key, gen }, { limit: 1 })) > 0;
+    return recent || (await this.#keys.countDocuments({ _id: key, gen }, { limit: 1 })) > 0;
   }
 
   async purgeCompleted(before: Date): Promise<number> {
+    if (before.getTime() > this.#now() - this.#minRetentionMs) throw new RangeError(`completed keys are kept at least ${this.#minRetentionMs} ms`);
     const done = await this.#steps.find({ kind: "done", at: { $lt: before } }, { projection: { key: 1, gen: 1 } }).toArray();
     let purged = 0;
     for (const step of done) {
@@ -237,16 +257,10 @@ export class MongoIdempotencyStore implements IdempotencyStore {
 
   /** Inserts a step; false when that step already exists (someone else's takeover or completion won). */
   async #insertStep(step: IdempotencyStep): Promise<boolean> {
-    try {
-      await this.#steps.insertOne(step);
-      return true;
-    } catch (error) {
-      if ((error as { code?: unknown }).code === DUPLICATE_KEY) return false;
-      throw error;
-    }
+    return (await this.#stepInserts.insert(step)) === "inserted";
   }
 
-  #remember(key: string, ownership: { gen: string; owner: string; attempt: number }): void {
+  #remember(key: string, ownership: Ownership): void {
     this.#owned.delete(key);
     this.#owned.set(key, ownership);
     if (this.#owned.size > MAX_CACHED_OWNERSHIPS) {

@@ -23,7 +23,7 @@ await runService({
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
     const waiters = new CallWaiters(store);
-    const loop = new RunLoop({ store, bus: infra.bus, models, waiters, maxTurns: config.ORCHESTRATOR_MAX_TURNS, logger });
+    const loop = new RunLoop({ store, bus: infra.bus, models, waiters, maxTurns: config.ORCHESTRATOR_MAX_TURNS, instanceId: config.INSTANCE_ID, logger });
     const worker = await infra.bus.consume(
       {
         name: "orchestrator",

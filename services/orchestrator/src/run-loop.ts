@@ -25,6 +25,8 @@ export interface RunLoopDeps {
   models: (name: string) => ModelAdapter | undefined;
   waiters: CallWaiters;
   maxTurns: number;
+  /** This process's identity in turn claims. */
+  instanceId: string;
   logger: Logger;
 }
 
@@ -46,7 +48,7 @@ type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "complet
 /**
  * The tool loop: asks the model, persists and publishes its tool calls as `proposed` events, attaches each
  * terminal outcome under its call id, and goes back to the model once every call of the turn has ended.
- * Turns advance by compare-and-set on the run record, so replicas never double-advance a run.
+ * A turn is played by whoever inserts its claim first, so handlers and replicas never double-advance a run.
  */
 export class RunLoop {
   readonly #deps: RunLoopDeps;
@@ -62,6 +64,7 @@ export class RunLoop {
     if (!this.#deps.models(model)) throw new RunRequestError("UNKNOWN_MODEL", `no model adapter named ${model}`);
     const run = this.#newRun(principal, model, input, context, "running");
     await this.#deps.store.insertRun(run);
+    await this.#deps.store.claimTurn(run._id, 0, this.#deps.instanceId);
     await this.#deps.bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model, context }));
     void this.#playModelTurn(run).catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: run._id }, "model turn failed"));
     return run._id;
@@ -142,12 +145,11 @@ export class RunLoop {
     if (!run || run.status !== "running" || run.awaiting !== "tools" || run.turn !== call.turn) return;
     const expected = run.responses.find((r) => r.turn === run.turn)?.call_ids.length ?? 0;
     if ((await this.#deps.store.countResults(run._id, run.turn)) < expected) return;
-    const advanced = await this.#deps.store.runs.findOneAndUpdate(
-      { _id: run._id, turn: run.turn, awaiting: "tools" },
-      { $set: { turn: run.turn + 1, awaiting: "model", updated_at: new Date() } },
-      { returnDocument: "after" },
-    );
-    if (advanced) await this.#playModelTurn(advanced);
+    // Several handlers (and replicas) can see the turn complete at once; one claim wins.
+    if (!(await this.#deps.store.claimTurn(run._id, run.turn + 1, this.#deps.instanceId))) return;
+    const advanced: RunRecord = { ...run, turn: run.turn + 1, awaiting: "model", updated_at: new Date() };
+    await this.#deps.store.runs.updateOne({ _id: run._id }, { $set: { turn: advanced.turn, awaiting: "model", updated_at: advanced.updated_at } });
+    await this.#playModelTurn(advanced);
   }
 
   async #playModelTurn(run: RunRecord): Promise<void> {
@@ -179,15 +181,15 @@ export class RunLoop {
         await this.#stop(run, "model_error", (error as Error).message);
         return;
       }
-      const recorded = await store.runs.updateOne(
-        { _id: run._id, turn: run.turn, awaiting: "model" },
+      // Only the holder of this turn's claim gets here: the run record has a single writer.
+      await store.runs.updateOne(
+        { _id: run._id },
         {
           $push: { responses: { turn: run.turn, response, call_ids: records.map((r) => r._id) } },
           $set: { awaiting: "tools", updated_at: new Date() },
           $inc: { tool_calls: records.length },
         },
       );
-      if (recorded.modifiedCount === 0) return; // another replica played this turn
       await bus.publish(
         runEvent({ run_id: run._id, principal }, "model_responded", "orchestrator", run.turn, {
           turn: run.turn,
@@ -224,11 +226,10 @@ export class RunLoop {
   }
 
   async #stop(run: RunRecord, reason: "budget_turns" | "model_error" | "refusal", message: string): Promise<void> {
-    const stopped = await this.#deps.store.runs.updateOne(
-      { _id: run._id, status: "running" },
+    await this.#deps.store.runs.updateOne(
+      { _id: run._id },
       { $set: { status: "stopped", awaiting: "nothing", stop_reason: reason, final_text: message, updated_at: new Date() } },
     );
-    if (stopped.modifiedCount === 0) return;
     await this.#deps.bus.publish(runEvent({ run_id: run._id, principal: run.principal }, "stopped", "orchestrator", run.turn, { reason, message }));
   }
 

@@ -46,11 +46,23 @@ export interface CallResultRecord {
   attached_at: Date;
 }
 
+/** Who plays a run's model turn: exactly one claim per (run, turn) can be inserted. */
+export interface TurnClaim {
+  /** `<run_id>:<turn>` */
+  _id: string;
+  run_id: RunId;
+  turn: number;
+  owner: string;
+  at: Date;
+}
+
 /** The orchestrator's persistence: runs, calls and their attached results (append-only). */
 export class RunStore {
   readonly runs: Collection<RunRecord>;
   readonly calls: Collection<CallRecord>;
   readonly results: Collection<CallResultRecord>;
+  readonly turnClaims: Collection<TurnClaim>;
+  readonly #claimInserts: InsertBatcher<TurnClaim>;
   readonly #callInserts: InsertBatcher<CallRecord>;
   readonly #resultInserts: InsertBatcher<CallResultRecord>;
   readonly #runInserts: InsertBatcher<RunRecord>;
@@ -59,6 +71,8 @@ export class RunStore {
     this.runs = db.collection<RunRecord>("runs");
     this.calls = db.collection<CallRecord>("calls");
     this.results = db.collection<CallResultRecord>("call_results");
+    this.turnClaims = db.collection<TurnClaim>("turn_claims");
+    this.#claimInserts = new InsertBatcher(this.turnClaims);
     this.#callInserts = new InsertBatcher(this.calls);
     this.#resultInserts = new InsertBatcher(this.results);
     this.#runInserts = new InsertBatcher(this.runs);
@@ -81,6 +95,14 @@ export class RunStore {
   /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
   attachResult(result: CallResultRecord): Promise<InsertOutcome> {
     return this.#resultInserts.insert(result);
+  }
+
+  /**
+   * Claims the right to play `turn` of a run. An insert on a unique key is the only compare-and-set that is
+   * atomic on MongoDB and on FerretDB alike (FerretDB's conditional update is a read then a write).
+   */
+  async claimTurn(runId: RunId, turn: number, owner: string): Promise<boolean> {
+    return (await this.#claimInserts.insert({ _id: `${runId}:${turn}`, run_id: runId, turn, owner, at: new Date() })) === "inserted";
   }
 
   getRun(runId: RunId): Promise<RunRecord | null> {
