@@ -54,6 +54,16 @@ export interface EventBus {
   publish(event: ToolgateEvent): Promise<PublishReceipt>;
   /** Starts a pipelined worker on a durable consumer (created or updated idempotently). */
   consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker>;
+  /**
+   * Watches events live without a durable consumer (at most once, nothing replayed): for notifications
+   * that have a durable fallback. `wanted` sees the subject first, so uninteresting messages are not parsed.
+   */
+  watch(filter: string, wanted: (subject: string) => boolean, handler: (event: ToolgateEvent) => void): Subscription;
   /** Stops nothing by itself: stop workers first, then close drains the connection. */
   close(): Promise<void>;
+}
+
+/** A live watch; `unsubscribe` ends it. */
+export interface Subscription {
+  unsubscribe(): void;
 }

@@ -20,7 +20,7 @@ import { connect } from "@nats-io/transport-node";
 import { parseEvent, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import type { Logger } from "@toolgate/telemetry";
 import { ackAction, type Disposition } from "./disposition.js";
-import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Worker } from "./event-bus.js";
+import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
 import { Semaphore } from "./semaphore.js";
 
 /**
@@ -281,6 +281,17 @@ export class NatsEventBus implements EventBus {
       return;
     }
     msg.term();
+  }
+
+  watch(filter: string, wanted: (subject: string) => boolean, handler: (event: ToolgateEvent) => void): Subscription {
+    const sub = this.#nc.subscribe(filter, {
+      callback: (error, msg) => {
+        if (error || !wanted(msg.subject)) return;
+        const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
+        if (parsed.ok) handler(parsed.event);
+      },
+    });
+    return { unsubscribe: () => sub.unsubscribe() };
   }
 
   async close(): Promise<void> {

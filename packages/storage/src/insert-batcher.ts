@@ -30,7 +30,7 @@ export class InsertBatcher<T extends Document> {
   #queue: QueuedInsert<T>[] = [];
   #inFlight = 0;
 
-  constructor(collection: Collection<T>, options: InsertBatcherOptions = { maxBatch: 256, maxInFlight: 4 }) {
+  constructor(collection: Collection<T>, options: InsertBatcherOptions = { maxBatch: 512, maxInFlight: 1 }) {
     this.#collection = collection;
     this.#options = options;
   }

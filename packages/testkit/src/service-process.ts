@@ -48,7 +48,9 @@ export class ServiceProcess {
    */
   static async start(service: ServiceName, env: Record<string, string>, options: { label?: string; timeoutMs?: number } = {}): Promise<ServiceProcess> {
     const entry = `${REPO_ROOT}services/${service}/dist/main.js`;
-    const child = spawn(process.execPath, [entry], {
+    // TOOLGATE_NODE_ARGS passes profiling flags (e.g. --cpu-prof) that NODE_OPTIONS does not allow.
+    const nodeArgs = (process.env.TOOLGATE_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    const child = spawn(process.execPath, [...nodeArgs, entry], {
       env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -1,21 +1,38 @@
-import type { CallId, ResultEnvelope } from "@toolgate/contracts";
+import type { EventBus, Subscription } from "@toolgate/bus";
+import type { CallId, ResultEnvelope, SubjectCatalogue } from "@toolgate/contracts";
 import type { RunStore } from "./run-store.js";
 
+type Listener = (result: ResultEnvelope) => void;
+
 /**
- * Lets an API request wait for terminal results. This process is notified directly when it attaches a
- * result; results attached by another orchestrator replica are found by polling the store.
+ * Lets an API request wait for terminal results. This process is told directly when it attaches a result;
+ * a result attached by another orchestrator replica is noticed from its live `result_attached` event and
+ * read from the store. A slow poll covers notifications lost during a reconnect.
  */
 export class CallWaiters {
-  readonly #waiting = new Map<CallId, Set<(result: ResultEnvelope) => void>>();
+  readonly #waiting = new Map<CallId, Set<Listener>>();
   readonly #store: RunStore;
   readonly #pollMs: number;
+  readonly #watch: Subscription;
 
-  constructor(store: RunStore, pollMs = 500) {
-    this.#store = store;
-    this.#pollMs = pollMs;
+  constructor(deps: { store: RunStore; bus: EventBus; subjects: SubjectCatalogue; pollMs?: number }) {
+    this.#store = deps.store;
+    this.#pollMs = deps.pollMs ?? 5_000;
+    const callIdOf = (subject: string): string => subject.split(".")[2] ?? "";
+    this.#watch = deps.bus.watch(
+      deps.subjects.callEvents("result_attached"),
+      (subject) => this.#waiting.has(callIdOf(subject)),
+      (event) => {
+        if (event.kind !== "call") return;
+        void this.#store
+          .getResult(event.call_id)
+          .then((stored) => stored && this.resolve(event.call_id, stored.result))
+          .catch(() => undefined);
+      },
+    );
   }
 
-  /** Called by the run loop whenever it attached a result. */
+  /** Called whenever a result is attached; wakes every request waiting for that call. */
   resolve(callId: CallId, result: ResultEnvelope): void {
     const listeners = this.#waiting.get(callId);
     if (!listeners) return;
@@ -23,10 +40,12 @@ export class CallWaiters {
     for (const listener of listeners) listener(result);
   }
 
-  /** Waits up to `timeoutMs` for the results of `callIds`; returns those that arrived. */
-  async waitFor(callIds: readonly CallId[], timeoutMs: number): Promise<Map<CallId, ResultEnvelope>> {
+  /**
+   * Starts listening for the results of `callIds` (before they are published, so none is missed); the
+   * returned handle waits for them and must be waited on once, which also stops the listening.
+   */
+  register(callIds: readonly CallId[]): { wait(timeoutMs: number): Promise<Map<CallId, ResultEnvelope>> } {
     const results = new Map<CallId, ResultEnvelope>();
-    if (callIds.length === 0) return results;
     let finish: () => void = () => undefined;
     const allDone = new Promise<void>((resolve) => (finish = resolve));
     const accept = (callId: CallId) => (result: ResultEnvelope) => {
@@ -48,21 +67,31 @@ export class CallWaiters {
         if (stored) accept(id)(stored.result);
       }
     };
-    let timer: NodeJS.Timeout | undefined;
-    let poller: NodeJS.Timeout | undefined;
-    try {
-      // Polling also finds results attached in the moment before these listeners were registered.
-      poller = setInterval(() => void poll().catch(() => undefined), this.#pollMs);
-      await Promise.race([allDone, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-    } finally {
-      clearTimeout(timer);
-      clearInterval(poller);
-      for (const [id, listener] of listeners) {
-        const set = this.#waiting.get(id);
-        set?.delete(listener);
-        if (set?.size === 0) this.#waiting.delete(id);
-      }
-    }
-    return results;
+    return {
+      wait: async (timeoutMs) => {
+        let timer: NodeJS.Timeout | undefined;
+        let poller: NodeJS.Timeout | undefined;
+        try {
+          if (results.size < callIds.length && timeoutMs > 0) {
+            poller = setInterval(() => void poll().catch(() => undefined), Math.min(this.#pollMs, timeoutMs));
+            await Promise.race([allDone, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+          }
+        } finally {
+          clearTimeout(timer);
+          clearInterval(poller);
+          for (const [id, listener] of listeners) {
+            const set = this.#waiting.get(id);
+            set?.delete(listener);
+            if (set?.size === 0) this.#waiting.delete(id);
+          }
+        }
+        return results;
+      },
+    };
+  }
+
+  /** Stops watching the bus. */
+  close(): void {
+    this.#watch.unsubscribe();
   }
 }

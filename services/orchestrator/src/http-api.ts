@@ -131,17 +131,19 @@ export function orchestratorApi(deps: { loop: RunLoop; store: RunStore; waiters:
     const body = SubmitCallsSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid tool-call submission", issues(body.error));
     let submitted: { runId: string; callIds: string[] };
+    let waiting: ReturnType<CallWaiters["register"]> | undefined;
     try {
-      submitted = await deps.loop.submitCalls(request.principal!, {
-        ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-        context: body.data.context,
-        calls: body.data.calls,
-      });
+      submitted = await deps.loop.submitCalls(
+        request.principal!,
+        { ...(body.data.run_id ? { runId: body.data.run_id } : {}), context: body.data.context, calls: body.data.calls },
+        (callIds) => (waiting = deps.waiters.register(callIds)),
+      );
     } catch (error) {
+      await waiting?.wait(0);
       if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 400, error.code, error.message);
       throw error;
     }
-    const results = await deps.waiters.waitFor(submitted.callIds, body.data.wait_ms);
+    const results = await waiting!.wait(body.data.wait_ms);
     return reply.code(results.size === submitted.callIds.length ? 200 : 202).send({
       run_id: submitted.runId,
       results: submitted.callIds.map((callId, i) => {

@@ -22,7 +22,7 @@ await runService({
     const infra = await connectInfrastructure("orchestrator", config, logger);
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
-    const waiters = new CallWaiters(store);
+    const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
     const loop = new RunLoop({ store, bus: infra.bus, models, waiters, maxTurns: config.ORCHESTRATOR_MAX_TURNS, instanceId: config.INSTANCE_ID, logger });
     const worker = await infra.bus.consume(
       {
@@ -45,6 +45,7 @@ await runService({
       httpPort: typeof address === "object" && address ? address.port : config.HTTP_PORT,
       async stop() {
         await api.close();
+        waiters.close();
         await worker.stop();
         await infra.close();
       },

@@ -52,6 +52,8 @@ type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "complet
  */
 export class RunLoop {
   readonly #deps: RunLoopDeps;
+  /** Host-driven runs this process created or checked: their owner and status never change. */
+  readonly #externalRuns = new Map<RunId, RunRecord>();
   /** Calls this process proposed and that have no outcome yet: saves a read per terminal event. */
   readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
 
@@ -77,22 +79,29 @@ export class RunLoop {
   async submitCalls(
     principal: Principal,
     request: { runId?: RunId; context: RunContext; calls: ProposedToolCall[] },
+    beforePublish: (callIds: CallId[]) => void = () => undefined,
   ): Promise<{ runId: RunId; callIds: CallId[] }> {
     validateCalls(request.calls);
     let run: RunRecord;
-    if (request.runId) {
+    const known = request.runId ? this.#externalRuns.get(request.runId) : undefined;
+    if (known && known.principal.tenant === principal.tenant && known.principal.subject === principal.subject) {
+      run = known;
+    } else if (request.runId) {
       const existing = await this.#deps.store.getRun(request.runId);
       if (!existing || existing.principal.tenant !== principal.tenant || existing.principal.subject !== principal.subject) {
         throw new RunRequestError("RUN_NOT_FOUND", "no such run");
       }
       if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
       run = existing;
+      this.#rememberExternal(run);
     } else {
       run = this.#newRun(principal, "external", "", request.context, "external");
       await this.#deps.store.insertRun(run);
+      this.#rememberExternal(run);
       await this.#deps.bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
     }
     const records = this.#callRecords(run, run.turn, request.calls);
+    beforePublish(records.map((r) => r._id));
     await this.#proposeAll(run, records);
     return { runId: run._id, callIds: records.map((r) => r._id) };
   }
@@ -123,9 +132,10 @@ export class RunLoop {
       if (first && first.terminal !== event.type)
         this.#deps.logger.error({ call_id: call._id, first: first.terminal, second: event.type }, "second terminal event for one call ignored");
     }
+    // Local waiters first: the result_attached echo then finds nobody here still waiting for it.
+    this.#deps.waiters.resolve(call._id, result);
     // Re-published after a crash too: the deterministic event id makes it a no-op when it already exists.
     await this.#deps.bus.publish(nextCallEvent(originOf(event), "result_attached", "orchestrator", { provider_call_id: call.provider_call_id, ok: result.ok }));
-    this.#deps.waiters.resolve(call._id, result);
     this.#open.delete(call._id);
     // A host-driven run has no model turn to advance.
     if (!open?.external) await this.#advanceIfTurnComplete(call);
@@ -245,6 +255,11 @@ export class RunLoop {
       });
     }
     return items;
+  }
+
+  #rememberExternal(run: RunRecord): void {
+    if (this.#externalRuns.size >= MAX_OPEN_CALLS_CACHED) this.#externalRuns.delete(this.#externalRuns.keys().next().value!);
+    this.#externalRuns.set(run._id, run);
   }
 
   #newRun(principal: Principal, model: string, input: string, context: RunContext, status: RunRecord["status"]): RunRecord {
