@@ -36,6 +36,12 @@ function callPayloads(callId: string, runId: string): Record<CallEventType, unkn
     started: { executor_id: "executor-1", idempotency_key_hash: hash("d") },
     completed: { result: success(callId, []), duration_ms: 3 },
     outcome_unknown: { result: failure(callId, "OUTCOME_UNKNOWN", "maybe"), duration_ms: 3 },
+    approval_granted: { approval_id: "apr_1", plan_hash: hash("c"), approver: { tenant: "acme", subject: "bob", roles: ["approver"] } },
+    refused: { reason: "bad_signature", detail: "not signed by a trusted key" },
+    retry_scheduled: { failed_attempt: 1, code: "UPSTREAM_UNAVAILABLE", delay_ms: 250 },
+    operation_updated: { operation_id: "op_1", state: "running" },
+    reconciled: { outcome: "not_applied", result: failure(callId, "OUTCOME_UNKNOWN", "not applied") },
+    dead_lettered: { reason: "poison", deliveries: 10 },
     result_attached: { provider_call_id: "call_abc", ok: true },
   };
 }

@@ -52,6 +52,8 @@ export const DecisionSchema = z.object({
   issued_at: z.iso.datetime(),
   expires_at: z.iso.datetime(),
   key_id: z.string().min(1).max(128),
+  /** Present when a human approved this exact plan: the executor re-computes `plan_hash` and consumes the approval once. */
+  approval: z.object({ approval_id: z.string().min(1).max(128), plan_hash: HashSchema }).optional(),
 });
 export type Decision = z.infer<typeof DecisionSchema>;
 
@@ -77,6 +79,12 @@ const callPayloads = {
     plan_hash: HashSchema,
     expires_at: z.iso.datetime(),
   }),
+  approval_granted: z.object({
+    approval_id: z.string().max(128),
+    plan_hash: HashSchema,
+    /** The human who approved: authenticated, holding the right to approve, never the requester. */
+    approver: PrincipalSchema,
+  }),
   authorized: z.object({
     decision: DecisionSchema,
     signature: z.string().min(1).max(512),
@@ -93,6 +101,31 @@ const callPayloads = {
   outcome_unknown: z.object({
     result: FailureResultSchema,
     duration_ms: z.number().min(0),
+  }),
+  refused: z.object({
+    /** Why the executor refused an authorization; nothing ran. */
+    reason: z.enum(["unknown_key", "bad_signature", "decision_for_another_call", "envelope_tool_mismatch", "arguments_not_bound", "approval_invalid"]),
+    detail: z.string().max(512),
+  }),
+  retry_scheduled: z.object({
+    /** The attempt that failed with a retryable error; the next one runs after `delay_ms`. */
+    failed_attempt: z.number().int().min(1),
+    code: z.string().max(64),
+    delay_ms: z.number().int().min(0),
+  }),
+  operation_updated: z.object({
+    operation_id: z.string().min(1).max(128),
+    state: z.enum(["accepted", "running", "succeeded", "failed", "cancelled"]),
+    result: ResultEnvelopeSchema.optional(),
+  }),
+  reconciled: z.object({
+    /** What the tool's status check found out about an outcome that was unknown. */
+    outcome: z.enum(["applied", "not_applied", "still_unknown"]),
+    result: ResultEnvelopeSchema,
+  }),
+  dead_lettered: z.object({
+    reason: z.string().max(512),
+    deliveries: z.number().int().min(1),
   }),
   result_attached: z.object({
     provider_call_id: z.string().min(1).max(256),
@@ -165,10 +198,16 @@ export const CallEventSchema = z.discriminatedUnion("type", [
   callEvent("rejected"),
   callEvent("denied"),
   callEvent("approval_requested"),
+  callEvent("approval_granted"),
   callEvent("authorized"),
   callEvent("started"),
   callEvent("completed"),
   callEvent("outcome_unknown"),
+  callEvent("refused"),
+  callEvent("retry_scheduled"),
+  callEvent("operation_updated"),
+  callEvent("reconciled"),
+  callEvent("dead_lettered"),
   callEvent("result_attached"),
 ]);
 export type CallEvent = z.infer<typeof CallEventSchema>;

@@ -6,10 +6,16 @@ export const CALL_EVENT_TYPES = [
   "rejected",
   "denied",
   "approval_requested",
+  "approval_granted",
   "authorized",
   "started",
   "completed",
   "outcome_unknown",
+  "refused",
+  "retry_scheduled",
+  "operation_updated",
+  "reconciled",
+  "dead_lettered",
   "result_attached",
 ] as const;
 export type CallEventType = (typeof CALL_EVENT_TYPES)[number];

@@ -39,6 +39,18 @@ export const ToolContractSchema = z.object({
     z.object({ kind: z.literal("none") }),
   ]),
   status_check: StatusCheckSchema.optional(),
+  /** The tool may answer `accepted` with an operation id and finish later (accepted → running → succeeded/failed/cancelled). */
+  long_running: z.boolean().default(false),
+  /** Tool that cancels a long-running operation of this tool. */
+  cancel: StatusCheckSchema.optional(),
+  /** Where the implementation runs: in the executor's process (default), behind HTTP, or on an MCP server. */
+  transport: z
+    .discriminatedUnion("kind", [
+      z.object({ kind: z.literal("in_process") }),
+      z.object({ kind: z.literal("http"), url: z.url(), method: z.enum(["POST", "PUT"]).default("POST") }),
+      z.object({ kind: z.literal("mcp"), server: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/), tool: z.string().min(1).max(128) }),
+    ])
+    .default({ kind: "in_process" }),
   limits: z
     .object({
       max_argument_bytes: z

@@ -19,17 +19,41 @@ export interface ToolContext {
  */
 export type ToolOutcome =
   | { ok: true; data: JsonValue; truncated?: boolean }
+  /** A long-running tool accepted the work; its completion is tracked by operation id. */
+  | { ok: "accepted"; operation_id: string }
   | { ok: false; code: ErrorCode; message: string; retryable?: boolean; details?: Record<string, JsonValue> };
 
 export type ToolHandler = (args: Record<string, JsonValue>, ctx: ToolContext) => Promise<ToolOutcome>;
 
-/** A contract bound to its in-process implementation. */
+/**
+ * Object layer: turns the ids in the arguments into exactly one object each, where the tool runs. A
+ * failure is OBJECT_NOT_FOUND or AMBIGUOUS_OBJECT; the resolved objects are passed on to `precheck`.
+ */
+export type ObjectResolver = (
+  args: Record<string, JsonValue>,
+  ctx: ToolContext,
+) => Promise<{ ok: true; objects: Record<string, JsonValue> } | { ok: false; code: "OBJECT_NOT_FOUND" | "AMBIGUOUS_OBJECT"; message: string }>;
+
+/** State layer: checks that the resolved objects' state allows the action, else STATE_CONFLICT. */
+export type StatePrecheck = (
+  args: Record<string, JsonValue>,
+  objects: Record<string, JsonValue>,
+  ctx: ToolContext,
+) => Promise<{ ok: true } | { ok: false; code: "STATE_CONFLICT"; message: string }>;
+
+/** A contract bound to its in-process implementation and, optionally, its object and state layers. */
 export interface ToolDefinition {
   readonly contract: ToolContractInput;
   readonly handler: ToolHandler;
+  readonly resolve?: ObjectResolver;
+  readonly precheck?: StatePrecheck;
 }
 
 /** Binds a contract to its handler; the registry validates the contract when it is loaded. */
-export function defineTool(contract: ToolContractInput, handler: ToolHandler): ToolDefinition {
-  return { contract, handler };
+export function defineTool(
+  contract: ToolContractInput,
+  handler: ToolHandler,
+  layers: { resolve?: ObjectResolver; precheck?: StatePrecheck } = {},
+): ToolDefinition {
+  return { contract, handler, ...layers };
 }

@@ -8,10 +8,11 @@ import {
   type CallEventOf,
   type CallEventOrigin,
   type DecisionVerifier,
+  type JsonValue,
   type ResultEnvelope,
   type ToolgateEvent,
 } from "@toolgate/contracts";
-import type { CompiledTool, ToolHandler, ToolRegistry } from "@toolgate/registry";
+import type { CompiledTool, ToolContext, ToolDefinition, ToolRegistry } from "@toolgate/registry";
 import type { IdempotencyStore } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
@@ -33,7 +34,8 @@ export interface EvidenceRecord {
 export interface ExecutorDeps {
   bus: EventBus;
   registry: ToolRegistry;
-  handlers: ReadonlyMap<string, ToolHandler>;
+  /** In-process implementations by tool name, with their optional object and state layers. */
+  definitions: ReadonlyMap<string, ToolDefinition>;
   store: IdempotencyStore;
   verifier: DecisionVerifier;
   evidence: Collection<EvidenceRecord>;
@@ -46,6 +48,28 @@ export interface ExecutorDeps {
 }
 
 type Authorized = CallEventOf<"authorized">;
+
+/**
+ * The handler preceded by the tool's object layer (ids must resolve to exactly one object) and state layer
+ * (the objects' state must allow the action), all within the contract's timeout.
+ */
+function withLayers(definition: ToolDefinition): ToolDefinition["handler"] {
+  const { resolve, precheck, handler } = definition;
+  if (!resolve && !precheck) return handler;
+  return async (args, ctx: ToolContext) => {
+    let objects: Record<string, JsonValue> = {};
+    if (resolve) {
+      const resolved = await resolve(args, ctx);
+      if (!resolved.ok) return { ok: false, code: resolved.code, message: resolved.message };
+      objects = resolved.objects;
+    }
+    if (precheck) {
+      const checked = await precheck(args, objects, ctx);
+      if (!checked.ok) return { ok: false, code: checked.code, message: checked.message };
+    }
+    return handler(args, ctx);
+  };
+}
 
 /** Why an authorization is refused before anything runs. */
 function refusal(event: Authorized, verifier: DecisionVerifier): string | undefined {
@@ -101,6 +125,9 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       }
       case "returned": {
         const outcome = run.outcome;
+        if (outcome.ok === "accepted") {
+          return success(callId, { operation_id: outcome.operation_id, state: "accepted" }, { operation_id: outcome.operation_id });
+        }
         if (!outcome.ok) {
           return failure(callId, outcome.code, outcome.message.slice(0, 1024), {
             ...(outcome.details ? { details: outcome.details } : {}),
@@ -137,8 +164,8 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       return ACK;
     }
     const tool = deps.registry.get(decision.tool.name);
-    const handler = deps.handlers.get(decision.tool.name);
-    if (!tool || !handler || tool.hash !== decision.tool.hash || !tool.contract.enabled) {
+    const definition = deps.definitions.get(decision.tool.name);
+    if (!tool || !definition || tool.hash !== decision.tool.hash || !tool.contract.enabled) {
       // Never act on a contract other than the one the call was validated against.
       await publishTerminal(
         origin,
@@ -196,13 +223,8 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     const keepAlive = tool.contract.timeout_ms > 5_000 ? setInterval(() => delivery.working(), 5_000) : undefined;
     let run: ToolRun;
     try {
-      run = await runTool(
-        handler,
-        args,
-        { callId: event.call_id, runId: event.run_id, principal: decision.principal, context: decision.context, idempotencyKey: key },
-        tool.contract.timeout_ms,
-        deps.shutdown,
-      );
+      const context = { callId: event.call_id, runId: event.run_id, principal: decision.principal, context: decision.context, idempotencyKey: key };
+      run = await runTool(withLayers(definition), args, context, tool.contract.timeout_ms, deps.shutdown);
     } finally {
       clearInterval(keepAlive);
     }

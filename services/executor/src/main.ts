@@ -1,5 +1,5 @@
 import { decisionVerifier } from "@toolgate/contracts";
-import { ToolRegistry, type ToolHandler } from "@toolgate/registry";
+import { ToolRegistry } from "@toolgate/registry";
 import { connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoIdempotencyStore } from "@toolgate/storage";
 import { toolsetDefinitions } from "@toolgate/toolsets";
@@ -20,7 +20,7 @@ await runService({
       ...(config.EXECUTOR_FAULTS ? { faults: config.EXECUTOR_FAULTS } : {}),
     });
     const registry = ToolRegistry.from(definitions.map((d) => d.contract));
-    const handlers = new Map<string, ToolHandler>(definitions.map((d) => [d.contract.name, d.handler]));
+    const byName = new Map(definitions.map((d) => [d.contract.name, d]));
     const shutdown = new AbortController();
     const worker = await infra.bus.consume(
       {
@@ -35,7 +35,7 @@ await runService({
       executorHandler({
         bus: infra.bus,
         registry,
-        handlers,
+        definitions: byName,
         store: new MongoIdempotencyStore(infra.db),
         verifier,
         evidence: infra.db.collection<EvidenceRecord>("execution_evidence"),
