@@ -68,7 +68,7 @@ function tools(options: Partial<ResearchToolsOptions> = {}): { handler(name: str
 }
 
 function data(outcome: ToolOutcome): Record<string, JsonValue> {
-  if (!outcome.ok) throw new Error(`expected success, got ${outcome.code}: ${outcome.message}`);
+  if (outcome.ok !== true) throw new Error(`expected success, got ${JSON.stringify(outcome)}`);
   return outcome.data as Record<string, JsonValue>;
 }
 

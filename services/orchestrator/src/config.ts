@@ -23,7 +23,25 @@ const OrchestratorEnvSchema = z.object({
   HTTP_HOST: z.string().default("127.0.0.1"),
   /** 0 picks a free port (reported in the `ready` log line). */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
-  ORCHESTRATOR_MAX_TURNS: z.coerce.number().int().min(1).max(100).default(10),
+  /** Default (and maximum) budgets of a run; a run may ask for tighter ones. */
+  RUN_MAX_TURNS: z.coerce.number().int().min(1).max(1_000).default(20),
+  RUN_MAX_TOOL_CALLS: z.coerce.number().int().min(1).max(100_000).default(100),
+  RUN_MAX_WALL_CLOCK_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(7 * 24 * 3_600_000)
+    .default(15 * 60_000),
+  RUN_MAX_TOKENS: z.coerce.number().int().min(1).max(1_000_000_000).default(2_000_000),
+  RUN_MAX_IDENTICAL_CALLS: z.coerce.number().int().min(1).max(1_000).default(3),
+  RUN_MAX_APPROVAL_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(7 * 24 * 3_600_000)
+    .default(24 * 3_600_000),
+  /** How often wall-clock and approval-wait budgets and blocked writes are checked. */
+  ORCHESTRATOR_SWEEP_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   ORCHESTRATOR_SLOTS: z.coerce.number().int().min(1).max(4_096).default(256),
   ORCHESTRATOR_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(4_096),
 });

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { CallIdSchema, RunContextSchema, RunIdSchema, type Principal } from "@toolgate/contracts";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
+import { BudgetsSchema, type Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ApiKey } from "./config.js";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
@@ -14,6 +15,8 @@ const StartRunSchema = z.object({
     .max(64 * 1024)
     .default(""),
   context: RunContextSchema.default({}),
+  /** Tighter budgets for this run; the server's budgets are the ceiling. */
+  budgets: BudgetsSchema.partial().default({}),
 });
 
 const SubmitCallsSchema = z.object({
@@ -50,6 +53,10 @@ function issues(error: z.ZodError) {
   return error.issues.slice(0, 10).map((i) => ({ pointer: `/${i.path.join("/")}`, message: i.message }));
 }
 
+function stripUndefined(budgets: Partial<Record<keyof Budgets, number | undefined>>): Partial<Budgets> {
+  return Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined));
+}
+
 const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
 /** The public API: managed runs and bring-your-own-loop tool calls, authenticated by API key. */
@@ -82,6 +89,8 @@ export function orchestratorApi(deps: { loop: RunLoop; store: RunStore; waiters:
       model: run.model,
       turn: run.turn,
       tool_calls: run.tool_calls,
+      budgets: run.budgets,
+      usage: { turns: run.usage.turns, tool_calls: run.usage.tool_calls, tokens: run.usage.tokens },
       ...(run.final_text === undefined ? {} : { final_text: run.final_text }),
       ...(run.stop_reason === undefined ? {} : { stop_reason: run.stop_reason }),
       calls: calls.map((c) => {
@@ -104,7 +113,7 @@ export function orchestratorApi(deps: { loop: RunLoop; store: RunStore; waiters:
     const body = StartRunSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid run request", issues(body.error));
     try {
-      const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context);
+      const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
       return reply.code(202).send({ run_id: runId });
     } catch (error) {
       if (error instanceof RunRequestError) return apiError(reply, 400, error.code, error.message);

@@ -1,9 +1,14 @@
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
+import { ToolRegistry } from "@toolgate/registry";
 import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { toolsetContracts } from "@toolgate/toolsets";
+import type { Budgets } from "./budgets.js";
+import { CallScheduler } from "./call-scheduler.js";
 import { CallWaiters } from "./call-waiters.js";
 import { loadConfig } from "./config.js";
 import { orchestratorApi } from "./http-api.js";
 import type { ModelAdapter } from "./model.js";
+import { ResourceLocks } from "./resource-locks.js";
 import { RunLoop } from "./run-loop.js";
 import { RunStore } from "./run-store.js";
 import { scriptedModel } from "./scripted-model.js";
@@ -15,15 +20,26 @@ function models(name: string): ModelAdapter | undefined {
   return name.startsWith("scripted:") ? scriptedModel(name.slice("scripted:".length)) : undefined;
 }
 
+const defaultBudgets: Budgets = {
+  max_turns: config.RUN_MAX_TURNS,
+  max_tool_calls: config.RUN_MAX_TOOL_CALLS,
+  max_wall_clock_ms: config.RUN_MAX_WALL_CLOCK_MS,
+  max_tokens: config.RUN_MAX_TOKENS,
+  max_identical_calls: config.RUN_MAX_IDENTICAL_CALLS,
+  max_approval_wait_ms: config.RUN_MAX_APPROVAL_WAIT_MS,
+};
+
 await runService({
   name: "orchestrator",
   config,
   async start({ logger }) {
+    const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
     const infra = await connectInfrastructure("orchestrator", config, logger);
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
-    const loop = new RunLoop({ store, bus: infra.bus, models, waiters, maxTurns: config.ORCHESTRATOR_MAX_TURNS, instanceId: config.INSTANCE_ID, logger });
+    const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
+    const loop = new RunLoop({ store, bus: infra.bus, registry, scheduler, models, waiters, defaultBudgets, instanceId: config.INSTANCE_ID, logger });
     const worker = await infra.bus.consume(
       {
         name: "orchestrator",
@@ -36,17 +52,40 @@ await runService({
       },
       loop.onTerminal,
     );
+    const approvals = await infra.bus.consume(
+      {
+        name: "orchestrator_approvals",
+        filters: [infra.subjects.callEvents("approval_requested")],
+        slots: 16,
+        maxAckPending: 1_024,
+        ackWaitMs: 30_000,
+        maxDeliver: 20,
+      },
+      loop.onApprovalRequested,
+    );
     const resumed = await loop.resume();
+    let sweeps = 0;
+    let sweeping = false;
+    const sweeper = setInterval(() => {
+      if (sweeping) return;
+      sweeping = true;
+      // Every 20th sweep also picks up runs that other (perhaps dead) replicas were watching.
+      loop
+        .sweep(++sweeps % 20 === 0)
+        .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"))
+        .finally(() => (sweeping = false));
+    }, config.ORCHESTRATOR_SWEEP_MS);
     const api = orchestratorApi({ loop, store, waiters, apiKeys: config.ORCHESTRATOR_API_KEYS });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
-    logger.info({ resumed_runs: resumed }, "orchestrator configured");
+    logger.info({ resumed_runs: resumed, tools: registry.list().map((t) => t.ref.name) }, "orchestrator configured");
     return {
       httpPort: typeof address === "object" && address ? address.port : config.HTTP_PORT,
       async stop() {
+        clearInterval(sweeper);
         await api.close();
         waiters.close();
-        await worker.stop();
+        await Promise.all([worker.stop(), approvals.stop()]);
         await infra.close();
       },
     };

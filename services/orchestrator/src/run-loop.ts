@@ -13,21 +13,29 @@ import {
   type RunId,
   type ToolgateEvent,
 } from "@toolgate/contracts";
+import type { ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
-import type { ModelAdapter, ModelResponse, ProposedToolCall, TranscriptItem } from "./model.js";
-import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+import { checkTurn, type Budgets, type StopReason } from "./budgets.js";
+import { callTraits, type CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
+import type { ModelAdapter, ModelResponse, ProposedToolCall } from "./model.js";
+import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+import { transcriptOf } from "./transcript.js";
 
 export interface RunLoopDeps {
   store: RunStore;
   bus: EventBus;
-  /** Resolves a model name (e.g. `scripted:c04`) to its adapter. */
+  registry: ToolRegistry;
+  scheduler: CallScheduler;
+  /** Resolves a model name (e.g. `scripted:c04`, `openai-responses:gpt-x`) to its adapter. */
   models: (name: string) => ModelAdapter | undefined;
   waiters: CallWaiters;
-  maxTurns: number;
+  /** Budgets of a run that does not ask for tighter ones. */
+  defaultBudgets: Budgets;
   /** This process's identity in turn claims. */
   instanceId: string;
   logger: Logger;
+  now?: () => number;
 }
 
 /** A request the run loop refuses; the API maps it to a 4xx with this code. */
@@ -41,40 +49,46 @@ export class RunRequestError extends Error {
   }
 }
 
-const MAX_OPEN_CALLS_CACHED = 100_000;
-
 type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "completed" | "outcome_unknown" }>;
 
+const MAX_CACHED = 100_000;
+
 /**
- * The tool loop: asks the model, persists and publishes its tool calls as `proposed` events, attaches each
- * terminal outcome under its call id, and goes back to the model once every call of the turn has ended.
- * A turn is played by whoever inserts its claim first, so handlers and replicas never double-advance a run.
+ * The tool loop (seed 001 §5): model request → response → final answer, refusal or tool calls → validate,
+ * authorize, approve, execute (other services) → record → back to the model, within the run's budgets.
+ * A turn is played by whoever inserts its claim first, so handlers and replicas never double-advance a
+ * run; everything is persisted, so a restarted orchestrator resumes where the last one stopped.
  */
 export class RunLoop {
   readonly #deps: RunLoopDeps;
+  readonly #now: () => number;
+  /** Calls this process proposed that have no outcome yet: saves a read per terminal event. */
+  readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
   /** Host-driven runs this process created or checked: their owner and status never change. */
   readonly #externalRuns = new Map<RunId, RunRecord>();
-  /** Calls this process proposed and that have no outcome yet: saves a read per terminal event. */
-  readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
+  /** Managed runs this process has seen running, for the wall-clock and approval-wait sweeps. */
+  readonly #running = new Set<RunId>();
 
   constructor(deps: RunLoopDeps) {
     this.#deps = deps;
+    this.#now = deps.now ?? Date.now;
   }
 
   /** Creates a managed run and plays its first model turn in the background. */
-  async startRun(principal: Principal, model: string, input: string, context: RunContext): Promise<RunId> {
+  async startRun(principal: Principal, model: string, input: string, context: RunContext, budgets: Partial<Budgets> = {}): Promise<RunId> {
     if (!this.#deps.models(model)) throw new RunRequestError("UNKNOWN_MODEL", `no model adapter named ${model}`);
-    const run = this.#newRun(principal, model, input, context, "running");
+    const run = this.#newRun(principal, model, input, context, "running", budgets);
     await this.#deps.store.insertRun(run);
     await this.#deps.store.claimTurn(run._id, 0, this.#deps.instanceId);
+    this.#running.add(run._id);
     await this.#deps.bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model, context }));
-    void this.#playModelTurn(run).catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: run._id }, "model turn failed"));
+    this.#background(this.#playModelTurn(run), run._id);
     return run._id;
   }
 
   /**
-   * Bring-your-own-loop: the host ran the model; Toolgate validates, authorizes and executes its tool calls.
-   * Returns the runtime call id of each proposed call, in order.
+   * Bring-your-own-loop: the host ran the model; Toolgate validates, authorizes and executes its tool calls
+   * with the same scheduling as its own loop. Returns the runtime call id of each call, in order.
    */
   async submitCalls(
     principal: Principal,
@@ -93,20 +107,24 @@ export class RunLoop {
       }
       if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
       run = existing;
-      this.#rememberExternal(run);
+      this.#remember(this.#externalRuns, run._id, run);
     } else {
       run = this.#newRun(principal, "external", "", request.context, "external");
       await this.#deps.store.insertRun(run);
-      this.#rememberExternal(run);
+      this.#remember(this.#externalRuns, run._id, run);
       await this.#deps.bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
     }
-    const records = this.#callRecords(run, run.turn, request.calls);
+    // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
+    const turn = this.#now();
+    const records = this.#callRecords(run, turn, request.calls);
     beforePublish(records.map((r) => r._id));
-    await this.#proposeAll(run, records);
+    await this.#deps.store.insertCalls(records);
+    this.#track(records, true);
+    await this.#deps.scheduler.schedule(run, turn, records);
     return { runId: run._id, callIds: records.map((r) => r._id) };
   }
 
-  /** Consumes terminal call events: attach, notify waiters, advance the run when its turn is complete. */
+  /** Consumes terminal call events: attach, release, notify, schedule the next write, advance the run. */
   readonly onTerminal: EventHandler = async (event: ToolgateEvent): Promise<Disposition> => {
     if (event.kind !== "call" || !isTerminal(event)) return terminate(`orchestrator does not handle ${event.kind}.${event.type}`);
     const open = this.#open.get(event.call_id);
@@ -132,27 +150,91 @@ export class RunLoop {
       if (first && first.terminal !== event.type)
         this.#deps.logger.error({ call_id: call._id, first: first.terminal, second: event.type }, "second terminal event for one call ignored");
     }
-    // Local waiters first: the result_attached echo then finds nobody here still waiting for it.
+    // Always (a redelivery may follow a crash right after the attach): releasing twice is a no-op.
+    await this.#deps.scheduler.finished(call);
     this.#deps.waiters.resolve(call._id, result);
-    // Re-published after a crash too: the deterministic event id makes it a no-op when it already exists.
     await this.#deps.bus.publish(nextCallEvent(originOf(event), "result_attached", "orchestrator", { provider_call_id: call.provider_call_id, ok: result.ok }));
     this.#open.delete(call._id);
-    // A host-driven run has no model turn to advance.
-    if (!open?.external) await this.#advanceIfTurnComplete(call);
+    const run = (open?.external ? this.#externalRuns.get(call.run_id) : undefined) ?? (await this.#deps.store.getRun(call.run_id));
+    if (!run) return ACK;
+    if (run.status === "external") {
+      await this.#deps.scheduler.schedule(run, call.turn);
+      return ACK;
+    }
+    await this.#afterResult(run, call);
     return ACK;
   };
 
-  /** Plays the model turn of runs a previous process left waiting for the model (after a crash or restart). */
-  async resume(): Promise<number> {
-    const waiting = await this.#deps.store.runs.find({ status: "running", awaiting: "model" }).toArray();
-    for (const run of waiting)
-      void this.#playModelTurn(run).catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: run._id }, "resumed model turn failed"));
-    return waiting.length;
+  /** Consumes `approval_requested`: remembers since when a call waits, for the approval-wait budget. */
+  readonly onApprovalRequested: EventHandler = async (event: ToolgateEvent): Promise<Disposition> => {
+    if (event.kind !== "call" || event.type !== "approval_requested") return terminate(`unexpected ${event.kind}.${event.type}`);
+    await this.#deps.store.recordApprovalWait({
+      _id: event.call_id,
+      run_id: event.run_id,
+      approval_id: event.payload.approval_id,
+      since: new Date(event.time),
+      expires_at: new Date(event.payload.expires_at),
+    });
+    this.#running.add(event.run_id);
+    return ACK;
+  };
+
+  /**
+   * Periodic checks: runs past their wall clock or with a call waiting for approval too long are stopped;
+   * writes waiting for a resource lock are retried. `full` also looks at runs other processes started.
+   */
+  async sweep(full = false): Promise<void> {
+    if (full) for (const run of await this.#deps.store.runs.find({ status: "running" }, { projection: { _id: 1 } }).toArray()) this.#running.add(run._id);
+    for (const [runId, turn] of [...this.#deps.scheduler.blocked]) {
+      const run = (await this.#deps.store.getRun(runId)) ?? undefined;
+      if (run && (run.status === "running" || run.status === "external")) await this.#deps.scheduler.schedule(run, turn);
+      else this.#deps.scheduler.blocked.delete(runId);
+    }
+    for (const runId of [...this.#running]) {
+      const run = await this.#deps.store.getRun(runId);
+      if (!run || run.status !== "running") {
+        this.#running.delete(runId);
+        continue;
+      }
+      if (this.#now() - run.created_at.getTime() > run.budgets.max_wall_clock_ms) {
+        await this.#stop(run, "budget_wall_clock", `the run exceeded its wall-clock budget of ${run.budgets.max_wall_clock_ms} ms`);
+        continue;
+      }
+      const overdue = (await this.#deps.store.pendingApprovals(run._id)).find((w) => this.#now() - w.since.getTime() > run.budgets.max_approval_wait_ms);
+      if (overdue) await this.#stop(run, "approval_timeout", `call ${overdue._id} waited more than ${run.budgets.max_approval_wait_ms} ms for approval`);
+    }
   }
 
-  async #advanceIfTurnComplete(call: CallRecord): Promise<void> {
-    const run = await this.#deps.store.getRun(call.run_id);
-    if (!run || run.status !== "running" || run.awaiting !== "tools" || run.turn !== call.turn) return;
+  /**
+   * Picks up runs a previous process left behind: plays turns that were claimed but never answered, and
+   * re-schedules turns whose calls are still open (proposals are idempotent; finished calls are not re-run).
+   */
+  async resume(): Promise<number> {
+    const runs = await this.#deps.store.runs.find({ status: "running" }).toArray();
+    for (const run of runs) {
+      this.#running.add(run._id);
+      if (run.awaiting === "model") {
+        this.#background(this.#playModelTurn(run), run._id);
+      } else if (run.awaiting === "tools") {
+        const calls = await this.#deps.store.callsOfTurn(run._id, run.turn);
+        this.#track(calls, false);
+        this.#background(
+          this.#deps.scheduler.schedule(run, run.turn, calls).then(() => this.#advanceIfTurnComplete(run)),
+          run._id,
+        );
+      }
+    }
+    return runs.length;
+  }
+
+  async #afterResult(run: RunRecord, call: CallRecord): Promise<void> {
+    if (run.status !== "running" || run.awaiting !== "tools" || run.turn !== call.turn) return;
+    await this.#deps.scheduler.schedule(run, run.turn);
+    await this.#advanceIfTurnComplete(run);
+  }
+
+  async #advanceIfTurnComplete(run: RunRecord): Promise<void> {
+    if (run.status !== "running" || run.awaiting !== "tools") return;
     const expected = run.responses.find((r) => r.turn === run.turn)?.call_ids.length ?? 0;
     if ((await this.#deps.store.countResults(run._id, run.turn)) < expected) return;
     // Several handlers (and replicas) can see the turn complete at once; one claim wins.
@@ -163,9 +245,19 @@ export class RunLoop {
   }
 
   async #playModelTurn(run: RunRecord): Promise<void> {
-    const { store, bus } = this.#deps;
-    if (run.turn >= this.#deps.maxTurns) {
-      await this.#stop(run, "budget_turns", `the run reached its limit of ${this.#deps.maxTurns} model turns`);
+    const { store, registry } = this.#deps;
+    // A turn recorded before a crash is continued, not asked again.
+    const recorded = await store.getTurn(run._id, run.turn);
+    if (recorded) {
+      await this.#continueTurn(run, recorded.response, recorded.calls, recorded.tokens);
+      return;
+    }
+    if (run.turn >= run.budgets.max_turns) {
+      await this.#stop(run, "budget_turns", `the run reached its limit of ${run.budgets.max_turns} model turns`);
+      return;
+    }
+    if (this.#now() - run.created_at.getTime() > run.budgets.max_wall_clock_ms) {
+      await this.#stop(run, "budget_wall_clock", `the run exceeded its wall-clock budget of ${run.budgets.max_wall_clock_ms} ms`);
       return;
     }
     const model = this.#deps.models(run.model);
@@ -175,15 +267,15 @@ export class RunLoop {
     }
     let response: ModelResponse;
     try {
-      response = await model.respond(await this.#transcript(run));
+      response = await model.respond(transcriptOf(run, await store.resultsOf(run._id), registry));
     } catch (error) {
       this.#deps.logger.warn({ err: error, run_id: run._id }, "model request failed");
       await this.#stop(run, "model_error", "the model request failed");
       return;
     }
-    const principal = run.principal;
+    const tokens = response.tokens ?? 0;
+    let records: CallRecord[] = [];
     if (response.kind === "tool_calls" && response.calls.length > 0) {
-      let records: CallRecord[];
       try {
         validateCalls(response.calls);
         records = this.#callRecords(run, run.turn, response.calls);
@@ -191,15 +283,31 @@ export class RunLoop {
         await this.#stop(run, "model_error", (error as Error).message);
         return;
       }
-      // Only the holder of this turn's claim gets here: the run record has a single writer.
-      await store.runs.updateOne(
-        { _id: run._id },
-        {
-          $push: { responses: { turn: run.turn, response, call_ids: records.map((r) => r._id) } },
-          $set: { awaiting: "tools", updated_at: new Date() },
-          $inc: { tool_calls: records.length },
-        },
-      );
+      const breach = checkTurn(run.budgets, run.usage, { calls: records.map((r) => r.signature), tokens }, this.#now() - run.created_at.getTime());
+      if (breach) {
+        await this.#stop(run, breach.reason, breach.message);
+        return;
+      }
+    } else if (run.usage.tokens + tokens > run.budgets.max_tokens) {
+      await this.#stop(run, "budget_tokens", `the run exceeded its budget of ${run.budgets.max_tokens} tokens`);
+      return;
+    }
+    // First recorder wins: if another process answered this turn meanwhile, its calls are the ones that run.
+    if (!(await store.recordTurn({ _id: `${run._id}:${run.turn}`, run_id: run._id, turn: run.turn, response, calls: records, tokens, at: new Date() }))) return;
+    await this.#continueTurn(run, response, records, tokens);
+  }
+
+  /** Persists and acts on a recorded response: propose its calls, or finish the run. Safe to repeat. */
+  async #continueTurn(run: RunRecord, response: ModelResponse, records: CallRecord[], tokens: number): Promise<void> {
+    const { store, bus } = this.#deps;
+    const principal = run.principal;
+    if (records.length > 0) {
+      const signatures = { ...run.usage.signatures };
+      for (const r of records) signatures[r.signature] = (signatures[r.signature] ?? 0) + 1;
+      const usage = { turns: run.turn + 1, tool_calls: run.usage.tool_calls + records.length, tokens: run.usage.tokens + tokens, signatures };
+      const responses = [...run.responses.filter((r) => r.turn !== run.turn), { turn: run.turn, response, call_ids: records.map((r) => r._id) }];
+      await store.insertCalls(records);
+      await store.runs.updateOne({ _id: run._id }, { $set: { responses, usage, tool_calls: usage.tool_calls, awaiting: "tools", updated_at: new Date() } });
       await bus.publish(
         runEvent({ run_id: run._id, principal }, "model_responded", "orchestrator", run.turn, {
           turn: run.turn,
@@ -207,7 +315,10 @@ export class RunLoop {
           tool_calls: records.length,
         }),
       );
-      await this.#proposeAll(run, records);
+      this.#track(records, false);
+      const updated: RunRecord = { ...run, responses, usage, tool_calls: usage.tool_calls, awaiting: "tools" };
+      await this.#deps.scheduler.schedule(updated, run.turn, records);
+      await this.#advanceIfTurnComplete(updated);
       return;
     }
     if (response.kind === "refusal") {
@@ -215,14 +326,21 @@ export class RunLoop {
       return;
     }
     const text = response.kind === "final" ? response.text : (response.text ?? "");
-    const done = await store.runs.updateOne(
-      { _id: run._id, turn: run.turn, awaiting: "model" },
+    const responses = [...run.responses.filter((r) => r.turn !== run.turn), { turn: run.turn, response, call_ids: [] }];
+    await store.runs.updateOne(
+      { _id: run._id },
       {
-        $push: { responses: { turn: run.turn, response, call_ids: [] } },
-        $set: { status: "completed", awaiting: "nothing", final_text: text, updated_at: new Date() },
+        $set: {
+          responses,
+          status: "completed",
+          awaiting: "nothing",
+          final_text: text,
+          usage: { ...run.usage, turns: run.turn + 1, tokens: run.usage.tokens + tokens },
+          updated_at: new Date(),
+        },
       },
     );
-    if (done.modifiedCount === 0) return;
+    this.#running.delete(run._id);
     await bus.publish(
       runEvent({ run_id: run._id, principal }, "model_responded", "orchestrator", run.turn, { turn: run.turn, outcome: "final", tool_calls: 0 }),
     );
@@ -235,35 +353,22 @@ export class RunLoop {
     );
   }
 
-  async #stop(run: RunRecord, reason: "budget_turns" | "model_error" | "refusal", message: string): Promise<void> {
+  async #stop(run: RunRecord, reason: StopReason, message: string): Promise<void> {
+    // One stop per run, whichever process or sweep gets there first.
+    if (!(await this.#deps.store.claimStop(run._id, this.#deps.instanceId))) return;
     await this.#deps.store.runs.updateOne(
       { _id: run._id },
       { $set: { status: "stopped", awaiting: "nothing", stop_reason: reason, final_text: message, updated_at: new Date() } },
     );
+    this.#running.delete(run._id);
+    this.#deps.logger.info({ run_id: run._id, reason }, "run stopped");
     await this.#deps.bus.publish(runEvent({ run_id: run._id, principal: run.principal }, "stopped", "orchestrator", run.turn, { reason, message }));
   }
 
-  async #transcript(run: RunRecord): Promise<TranscriptItem[]> {
-    const results = await this.#deps.store.resultsOf(run._id);
-    const byCall = new Map(results.map((r) => [r._id, r]));
-    const items: TranscriptItem[] = [{ role: "user", text: run.input }];
-    for (const turn of [...run.responses].sort((a, b) => a.turn - b.turn)) {
-      items.push({ role: "assistant", response: turn.response });
-      turn.call_ids.forEach((callId) => {
-        const r = byCall.get(callId);
-        if (r) items.push({ role: "tool", call_id: r.provider_call_id, name: r.tool_name, result: r.result });
-      });
-    }
-    return items;
-  }
-
-  #rememberExternal(run: RunRecord): void {
-    if (this.#externalRuns.size >= MAX_OPEN_CALLS_CACHED) this.#externalRuns.delete(this.#externalRuns.keys().next().value!);
-    this.#externalRuns.set(run._id, run);
-  }
-
-  #newRun(principal: Principal, model: string, input: string, context: RunContext, status: RunRecord["status"]): RunRecord {
-    const now = new Date();
+  #newRun(principal: Principal, model: string, input: string, context: RunContext, status: RunRecord["status"], budgets: Partial<Budgets> = {}): RunRecord {
+    const now = new Date(this.#now());
+    // A run may tighten the server's budgets, never loosen them.
+    const merged = Object.fromEntries(Object.entries(this.#deps.defaultBudgets).map(([k, v]) => [k, Math.min(v, budgets[k as keyof Budgets] ?? v)])) as Budgets;
     return {
       _id: newRunId(),
       principal,
@@ -275,44 +380,40 @@ export class RunLoop {
       awaiting: status === "external" ? "nothing" : "model",
       responses: [],
       tool_calls: 0,
+      budgets: merged,
+      usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
       created_at: now,
       updated_at: now,
     };
   }
 
   #callRecords(run: RunRecord, turn: number, calls: ProposedToolCall[]): CallRecord[] {
-    const now = new Date();
-    return calls.map((c) => ({
+    const now = new Date(this.#now());
+    return calls.map((c, order) => ({
       _id: newCallId(),
       run_id: run._id,
       turn,
       provider_call_id: c.id,
       tool_name: c.name,
       arguments_json: c.arguments,
+      order,
+      ...callTraits(this.#deps.registry, c.name, c.arguments),
       created_at: now,
     }));
   }
 
-  async #proposeAll(run: RunRecord, records: CallRecord[]): Promise<void> {
-    await this.#deps.store.insertCalls(records);
-    for (const call of records) {
-      // Oldest first out: a call whose outcome another replica attached is only a cache miss, never wrong.
-      if (this.#open.size >= MAX_OPEN_CALLS_CACHED) this.#open.delete(this.#open.keys().next().value!);
-      this.#open.set(call._id, { call, external: run.status === "external" });
-    }
-    await Promise.all(
-      records.map((r) =>
-        this.#deps.bus.publish(
-          nextCallEvent({ call_id: r._id, run_id: run._id, principal: run.principal, seq: 0 }, "proposed", "orchestrator", {
-            provider_call_id: r.provider_call_id,
-            tool_name: r.tool_name,
-            arguments_json: r.arguments_json,
-            context: run.context,
-            turn: r.turn,
-          }),
-        ),
-      ),
-    );
+  #track(records: readonly CallRecord[], external: boolean): void {
+    for (const call of records) this.#remember(this.#open, call._id, { call, external });
+  }
+
+  /** Oldest first out: a call or run another replica finished is only a cache miss, never wrong. */
+  #remember<K, V>(map: Map<K, V>, key: K, value: V): void {
+    if (map.size >= MAX_CACHED) map.delete(map.keys().next().value!);
+    map.set(key, value);
+  }
+
+  #background(work: Promise<unknown>, runId: RunId): void {
+    work.catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: runId }, "run step failed"));
   }
 }
 

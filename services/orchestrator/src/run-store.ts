@@ -1,6 +1,7 @@
 import type { CallId, Principal, ResultEnvelope, RunContext, RunId, TerminalCallEventType } from "@toolgate/contracts";
 import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
+import type { Budgets, Usage } from "./budgets.js";
 import type { ModelResponse } from "./model.js";
 
 /** A run's persisted state. `awaiting` says whose move it is: the model's or the tools'. */
@@ -16,6 +17,8 @@ export interface RunRecord {
   awaiting: "model" | "tools" | "nothing";
   responses: { turn: number; response: ModelResponse; call_ids: CallId[] }[];
   tool_calls: number;
+  budgets: Budgets;
+  usage: Usage;
   final_text?: string;
   stop_reason?: string;
   created_at: Date;
@@ -30,7 +33,35 @@ export interface CallRecord {
   provider_call_id: string;
   tool_name: string;
   arguments_json: string;
+  /** Position in the model's response. */
+  order: number;
+  /** Writes run one after another, each holding the locks of `resources`. */
+  write: boolean;
+  resources: string[];
+  signature: string;
   created_at: Date;
+}
+
+/** A model turn's answer, recorded once: the first recorder wins, so a turn never runs two sets of calls. */
+export interface TurnRecord {
+  /** `<run_id>:<turn>` */
+  _id: string;
+  run_id: RunId;
+  turn: number;
+  response: ModelResponse;
+  /** The calls of this response, so a restart can re-create anything not persisted before a crash. */
+  calls: CallRecord[];
+  tokens: number;
+  at: Date;
+}
+
+/** A call waiting for a human approval (from its `approval_requested` event). */
+export interface ApprovalWait {
+  _id: CallId;
+  run_id: RunId;
+  approval_id: string;
+  since: Date;
+  expires_at: Date;
 }
 
 /** The terminal outcome attached to a call: inserted once, never updated. */
@@ -62,6 +93,8 @@ export class RunStore {
   readonly calls: Collection<CallRecord>;
   readonly results: Collection<CallResultRecord>;
   readonly turnClaims: Collection<TurnClaim>;
+  readonly approvalWaits: Collection<ApprovalWait>;
+  readonly turns: Collection<TurnRecord>;
   readonly #claimInserts: InsertBatcher<TurnClaim>;
   readonly #callInserts: InsertBatcher<CallRecord>;
   readonly #resultInserts: InsertBatcher<CallResultRecord>;
@@ -72,6 +105,8 @@ export class RunStore {
     this.calls = db.collection<CallRecord>("calls");
     this.results = db.collection<CallResultRecord>("call_results");
     this.turnClaims = db.collection<TurnClaim>("turn_claims");
+    this.approvalWaits = db.collection<ApprovalWait>("approval_waits");
+    this.turns = db.collection<TurnRecord>("turns");
     this.#claimInserts = new InsertBatcher(this.turnClaims);
     this.#callInserts = new InsertBatcher(this.calls);
     this.#resultInserts = new InsertBatcher(this.results);
@@ -105,6 +140,26 @@ export class RunStore {
     return (await this.#claimInserts.insert({ _id: `${runId}:${turn}`, run_id: runId, turn, owner, at: new Date() })) === "inserted";
   }
 
+  /** Claims the right to stop a run: one stop per run, whoever gets there first. */
+  async claimStop(runId: RunId, owner: string): Promise<boolean> {
+    return (await this.#claimInserts.insert({ _id: `${runId}:stop`, run_id: runId, turn: -1, owner, at: new Date() })) === "inserted";
+  }
+
+  /** Records a turn's response; false when another process recorded this turn first. */
+  async recordTurn(record: TurnRecord): Promise<boolean> {
+    try {
+      await this.turns.insertOne(record);
+      return true;
+    } catch (error) {
+      if ((error as { code?: number }).code === 11000) return false;
+      throw error;
+    }
+  }
+
+  getTurn(runId: RunId, turn: number): Promise<TurnRecord | null> {
+    return this.turns.findOne({ _id: `${runId}:${turn}` });
+  }
+
   getRun(runId: RunId): Promise<RunRecord | null> {
     return this.runs.findOne({ _id: runId });
   }
@@ -123,6 +178,29 @@ export class RunStore {
 
   resultsOf(runId: RunId): Promise<CallResultRecord[]> {
     return this.results.find({ run_id: runId }).toArray();
+  }
+
+  callsOfTurn(runId: RunId, turn: number): Promise<CallRecord[]> {
+    return this.calls.find({ run_id: runId, turn }).toArray();
+  }
+
+  resultsOfTurn(runId: RunId, turn: number): Promise<CallResultRecord[]> {
+    return this.results.find({ run_id: runId, turn }).toArray();
+  }
+
+  /** Records that a call waits for approval; the first record stands. */
+  async recordApprovalWait(wait: ApprovalWait): Promise<void> {
+    await this.approvalWaits.insertOne(wait).catch((error: { code?: number }) => {
+      if (error.code !== 11000) throw error;
+    });
+  }
+
+  /** Calls of a run waiting for approval that have no outcome yet. */
+  async pendingApprovals(runId: RunId): Promise<ApprovalWait[]> {
+    const waits = await this.approvalWaits.find({ run_id: runId }).toArray();
+    if (waits.length === 0) return [];
+    const done = new Set((await this.resultsOf(runId)).map((r) => r._id));
+    return waits.filter((w) => !done.has(w._id));
   }
 
   countResults(runId: RunId, turn: number): Promise<number> {

@@ -11,6 +11,7 @@ describe("scripted model", () => {
     transcript.push({ role: "assistant", response: first });
     transcript.push({
       role: "tool",
+      content: "",
       call_id: "call_01",
       name: "search_sources",
       result: { ok: true, retryable: false, call_id: "call_01M8KHXH7NQ308R8J60HB476AB", data: { items: [{ url: "https://example.test/a" }] } },
@@ -20,6 +21,7 @@ describe("scripted model", () => {
     transcript.push({ role: "assistant", response: second });
     transcript.push({
       role: "tool",
+      content: "",
       call_id: "call_02",
       name: "fetch_document",
       result: {
@@ -43,6 +45,7 @@ describe("scripted model", () => {
       { role: "assistant", response: { kind: "tool_calls", calls: [{ id: "call_01", name: "search_sources", arguments: "{}" }] } },
       {
         role: "tool",
+        content: "",
         call_id: "call_01",
         name: "search_sources",
         result: { ok: false, retryable: true, call_id: "call_01M8KHXH7NQ308R8J60HB476AB", error: { code: "TIMEOUT", message: "slow" } },

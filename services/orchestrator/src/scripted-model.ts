@@ -76,9 +76,57 @@ function singleSearch(args: Record<string, JsonValue>): Scenario {
   };
 }
 
+/** Two independent searches in one response (read-only: they run in parallel), then a final answer. */
+const parallelSearches: Scenario = (transcript) => {
+  if (turnOf(transcript) > 0) return { kind: "final", text: `Both searches ended: ${transcript.filter((t) => t.role === "tool").length} results.` };
+  const search = (id: string, query: string) => ({ id, name: "search_sources", arguments: JSON.stringify({ query, source_type: "any", limit: 3 }) });
+  return { kind: "tool_calls", calls: [search("call_01", "parallel probe: sessions memory"), search("call_02", "parallel probe: idempotency keys")] };
+};
+
+/** Search, fetch, then two writes to the same task in one response (they must not overlap). */
+const twoWrites: Scenario = (transcript) => {
+  const turn = turnOf(transcript);
+  if (turn < 2) return researchFlow()(transcript);
+  if (turn === 2) {
+    const fetched = lastResult(transcript);
+    const fetchedUrl = fetched?.ok ? (fetched.data as Record<string, JsonValue>).url : undefined;
+    const url = typeof fetchedUrl === "string" ? fetchedUrl : "https://example.test/";
+    const save = (id: string, claim: string) => ({
+      id,
+      name: "save_evidence",
+      arguments: JSON.stringify({ task_id: taskIdFrom(transcript), claim, source_url: url }),
+    });
+    return { kind: "tool_calls", calls: [save("call_03", "Sessions persist conversation state."), save("call_04", "State can be stored outside the model.")] };
+  }
+  return { kind: "final", text: "Saved two claims." };
+};
+
+/** A model stuck in a loop: the same search over and over (identical calls), reporting 400 tokens a turn. */
+const loopSame: Scenario = (transcript) => ({
+  ...call(turnOf(transcript), "search_sources", { query: "agent state management", source_type: "any", limit: 1 }),
+  tokens: 400,
+});
+
+/** A model stuck in a loop of ever-different searches, reporting 400 tokens a turn. */
+const loopVaried: Scenario = (transcript) => ({
+  ...call(turnOf(transcript), "search_sources", { query: `agent state attempt ${turnOf(transcript)}`, source_type: "any", limit: 1 }),
+  tokens: 400,
+});
+
+/** The C04 case with a slow first search, so that a test can crash the orchestrator while it runs. */
+const c04Slow: Scenario = (transcript) =>
+  turnOf(transcript) === 0
+    ? call(0, "search_sources", { query: "unhurried OpenAI Agents SDK state management", source_type: "official", limit: 3 })
+    : researchFlow()(transcript);
+
 /** The deterministic scenarios of the C04 case, by name (`scripted:<name>`). */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   c04: researchFlow(),
+  "c04-slow": c04Slow,
+  "c04-parallel": parallelSearches,
+  "c04-two-writes": twoWrites,
+  "loop-same": loopSame,
+  "loop-varied": loopVaried,
   "c04-other-task": researchFlow("task_someone_else"),
   "c04-invalid-limit": singleSearch({ query: C04_QUERY, source_type: "official", limit: 50 }),
   "c04-timeout": singleSearch({ query: "slow backend probe for agent state", source_type: "any", limit: 3 }),

@@ -1,0 +1,121 @@
+import type { EventBus } from "@toolgate/bus";
+import { canonicalHash, nextCallEvent, type CallId, type JsonValue, type RunId } from "@toolgate/contracts";
+import type { ToolRegistry } from "@toolgate/registry";
+import type { Logger } from "@toolgate/telemetry";
+import type { ResourceLocks } from "./resource-locks.js";
+import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+
+/** What the scheduler needs to know about a proposed call, derived once when the model proposes it. */
+export interface CallTraits {
+  /** Writes (side effect `write` or `external`) run one after another; reads run in parallel. */
+  write: boolean;
+  /** Resources the call acts on (`<type>:<id>` from the contract's resource pointers), locked while a write runs. */
+  resources: string[];
+  /** Tool plus canonical arguments: identical repeated calls share it. */
+  signature: string;
+}
+
+/**
+ * Derives a call's traits from the contract it names and its raw arguments. Unknown tools and unparseable
+ * arguments count as reads without resources: policy rejects them before anything runs.
+ */
+export function callTraits(registry: ToolRegistry, toolName: string, argumentsJson: string): CallTraits {
+  let args: unknown;
+  try {
+    args = JSON.parse(argumentsJson);
+  } catch {
+    args = undefined;
+  }
+  const signature = args === undefined ? canonicalHash({ tool: toolName, raw: argumentsJson }) : safeHash({ tool: toolName, args });
+  const contract = registry.get(toolName)?.contract;
+  if (!contract) return { write: false, resources: [], signature };
+  const write = contract.side_effect === "write" || contract.side_effect === "external";
+  const resources = contract.resources
+    .map((r) => ({ type: r.type, value: pointerValue(args, r.pointer) }))
+    .filter((r): r is { type: string; value: JsonValue } => r.value !== undefined)
+    .map((r) => `${r.type}:${typeof r.value === "string" ? r.value : JSON.stringify(r.value)}`);
+  return { write, resources, signature };
+}
+
+function safeHash(value: unknown): string {
+  try {
+    return canonicalHash(value);
+  } catch {
+    return canonicalHash(JSON.stringify(value) ?? "");
+  }
+}
+
+function pointerValue(value: unknown, pointer: string): JsonValue | undefined {
+  let current: unknown = value;
+  for (const raw of pointer.split("/").slice(1)) {
+    const token = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (current === null || typeof current !== "object" || !Object.hasOwn(current, token)) return undefined;
+    current = (current as Record<string, unknown>)[token];
+  }
+  return current as JsonValue;
+}
+
+/**
+ * Decides which calls of a turn are proposed when: every read at once, writes one after another in the
+ * model's order, and a write only while it holds the locks of the resources it touches (across runs and
+ * replicas). Re-running it is safe: proposals are idempotent by event id.
+ */
+export class CallScheduler {
+  readonly #store: RunStore;
+  readonly #bus: EventBus;
+  readonly #locks: ResourceLocks;
+  readonly #log: Logger;
+  /** Calls this process already published, so a re-run does not publish them again. */
+  readonly #proposed = new Set<CallId>();
+  /** Runs with a write waiting for a lock, retried by the sweeper. */
+  readonly blocked = new Map<RunId, number>();
+
+  constructor(deps: { store: RunStore; bus: EventBus; locks: ResourceLocks; logger: Logger }) {
+    this.#store = deps.store;
+    this.#bus = deps.bus;
+    this.#locks = deps.locks;
+    this.#log = deps.logger;
+  }
+
+  /** Proposes what may run now of `turn`; returns true when a write is waiting for a lock. */
+  async schedule(run: RunRecord, turn: number, calls?: readonly CallRecord[]): Promise<boolean> {
+    const all = calls ?? (await this.#store.callsOfTurn(run._id, turn));
+    const done = new Set((await this.#store.resultsOfTurn(run._id, turn)).map((r) => r._id));
+    const ordered = [...all].sort((a, b) => a.order - b.order);
+    const pending: Promise<void>[] = [];
+    for (const call of ordered) if (!call.write && !done.has(call._id)) pending.push(this.#propose(run, call));
+    const nextWrite = ordered.find((c) => c.write && !done.has(c._id));
+    let blocked = false;
+    if (nextWrite) {
+      if (await this.#locks.acquire(nextWrite.resources, nextWrite._id)) pending.push(this.#propose(run, nextWrite));
+      else {
+        blocked = true;
+        this.#log.debug({ call_id: nextWrite._id, resources: nextWrite.resources }, "write waits for a resource lock");
+      }
+    }
+    await Promise.all(pending);
+    if (blocked) this.blocked.set(run._id, turn);
+    else this.blocked.delete(run._id);
+    return blocked;
+  }
+
+  /** Releases what a finished call held, so the next write on those resources can run. */
+  async finished(call: CallRecord): Promise<void> {
+    this.#proposed.delete(call._id);
+    if (call.write && call.resources.length > 0) await this.#locks.release(call.resources, call._id);
+  }
+
+  async #propose(run: RunRecord, call: CallRecord): Promise<void> {
+    if (this.#proposed.has(call._id)) return;
+    await this.#bus.publish(
+      nextCallEvent({ call_id: call._id, run_id: run._id, principal: run.principal, seq: 0 }, "proposed", "orchestrator", {
+        provider_call_id: call.provider_call_id,
+        tool_name: call.tool_name,
+        arguments_json: call.arguments_json,
+        context: run.context,
+        turn: call.turn,
+      }),
+    );
+    this.#proposed.add(call._id);
+  }
+}

@@ -1,0 +1,150 @@
+import { Stack, testInfra, waitFor, type AuditedEvent } from "@toolgate/testkit";
+import { MongoClient } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+// The tool loop of seed 001 §5 through the real services: scheduling, budgets and crash recovery.
+const TASK = "task_loop";
+const INPUT = `Research task task_id=${TASK}: state management.`;
+
+let stack: Stack;
+let mongo: MongoClient;
+
+beforeAll(async () => {
+  const infra = testInfra();
+  stack = await Stack.start({
+    natsUrl: infra.natsUrl,
+    mongoUrl: infra.mongoUrl,
+    // Searches for "parallel probe" or "unhurried" take 700 ms: long enough to see overlap, or to crash mid-call.
+    env: {
+      executor: { EXECUTOR_FAULTS: JSON.stringify({ slowSearch: { pattern: "parallel probe|unhurried", delayMs: 700 } }) },
+      orchestrator: { ORCHESTRATOR_SWEEP_MS: "100" },
+    },
+  });
+  mongo = await new MongoClient(infra.mongoUrl).connect();
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await mongo?.db(`${stack.name}_runtime`).dropDatabase();
+  await mongo?.db(`${stack.name}_tools`).dropDatabase();
+  await mongo?.close();
+});
+
+/** Execution interval (started → completed, by the services' own event times) of each call, by tool. */
+function intervals(trace: AuditedEvent[], tool: string): { callId: string; start: number; end: number }[] {
+  const byCall = new Map<string, { tool?: string; start?: number; end?: number }>();
+  for (const { event } of trace) {
+    if (event.kind !== "call") continue;
+    const entry = byCall.get(event.call_id!) ?? {};
+    if (event.type === "proposed") entry.tool = event.payload.tool_name as string;
+    if (event.type === "started") entry.start = Date.parse(event.time);
+    if (event.type === "completed") entry.end = Date.parse(event.time);
+    byCall.set(event.call_id!, entry);
+  }
+  return [...byCall]
+    .filter(([, e]) => e.tool === tool && e.start !== undefined && e.end !== undefined)
+    .map(([callId, e]) => ({ callId, start: e.start!, end: e.end! }))
+    .sort((a, b) => a.start - b.start);
+}
+
+describe("scheduling", () => {
+  it("runs two independent searches of one response in parallel", async () => {
+    const run = await stack.runToEnd("scripted:c04-parallel", INPUT, { task_id: TASK });
+    expect(run.status).toBe("completed");
+    const [a, b] = intervals(await stack.trace(run.run_id), "search_sources");
+    // Each takes 700 ms; run one after another they could not overlap.
+    const overlap = Math.min(a!.end, b!.end) - Math.max(a!.start, b!.start);
+    expect(overlap).toBeGreaterThan(400);
+  });
+
+  it("runs two writes to one task one after another, in the model's order", async () => {
+    const run = await stack.runToEnd("scripted:c04-two-writes", INPUT, { task_id: TASK });
+    expect(run.status).toBe("completed");
+    const saves = intervals(await stack.trace(run.run_id), "save_evidence");
+    expect(saves).toHaveLength(2);
+    expect(saves[1]!.start).toBeGreaterThanOrEqual(saves[0]!.end);
+    const order = run.calls.filter((c) => c.tool === "save_evidence").map((c) => c.provider_call_id);
+    expect(order).toEqual(["call_03", "call_04"]);
+    expect(saves[0]!.callId).toBe(run.calls.find((c) => c.provider_call_id === "call_03")!.call_id);
+  });
+
+  it("never overlaps writes to the same task from concurrent runs", async () => {
+    const runs = await Promise.all(Array.from({ length: 3 }, () => stack.runToEnd("scripted:c04-two-writes", INPUT, { task_id: TASK })));
+    expect(runs.every((r) => r.status === "completed")).toBe(true);
+    const saves = (await Promise.all(runs.map(async (r) => intervals(await stack.trace(r.run_id), "save_evidence")))).flat().sort((a, b) => a.start - b.start);
+    expect(saves).toHaveLength(6);
+    for (let i = 1; i < saves.length; i++) expect(saves[i]!.start).toBeGreaterThanOrEqual(saves[i - 1]!.end);
+  });
+});
+
+describe("budgets stop a looping model, each with its own reason", () => {
+  const cases = [
+    { model: "scripted:loop-same", budgets: {}, reason: "repeated_call" },
+    { model: "scripted:loop-varied", budgets: { max_turns: 3 }, reason: "budget_turns" },
+    { model: "scripted:loop-varied", budgets: { max_tool_calls: 2 }, reason: "budget_tool_calls" },
+    { model: "scripted:loop-varied", budgets: { max_tokens: 1_000 }, reason: "budget_tokens" },
+    { model: "scripted:loop-varied", budgets: { max_wall_clock_ms: 400 }, reason: "budget_wall_clock" },
+  ] as const;
+
+  for (const c of cases) {
+    it(`${c.reason}`, async () => {
+      const started = await stack.api<{ run_id: string }>("POST", "/v1/runs", { model: c.model, input: INPUT, context: { task_id: TASK }, budgets: c.budgets });
+      expect(started.status).toBe(202);
+      const run = await waitFor(
+        async () => {
+          const { body } = await stack.api<{ status: string; stop_reason?: string }>("GET", `/v1/runs/${started.body.run_id}?wait_ms=5000`);
+          return body.status === "running" ? undefined : body;
+        },
+        { timeoutMs: 30_000, description: `the run stopping with ${c.reason}` },
+      );
+      expect(run).toMatchObject({ status: "stopped", stop_reason: c.reason });
+      const trace = await stack.trace(started.body.run_id);
+      const stopped = trace.find((e) => e.event.kind === "run" && e.event.type === "stopped");
+      expect(stopped?.event.payload.reason).toBe(c.reason);
+    });
+  }
+});
+
+describe("crash recovery", () => {
+  it("finishes a run after the orchestrator is killed mid-run, without re-running completed calls", async () => {
+    const input = "Research task task_id=task_crash: state management.";
+    const started = await stack.api<{ run_id: string }>("POST", "/v1/runs", { model: "scripted:c04-slow", input, context: { task_id: "task_crash" } });
+    const runId = started.body.run_id;
+    // Kill while the first (slow) search is executing.
+    await waitFor(
+      async () => {
+        const { body } = await stack.audit<{ events: AuditedEvent[] }>(`/v1/runs/${runId}/events`);
+        return body.events.some((e) => e.event.type === "started" && e.event.kind === "call");
+      },
+      { description: "the first call starting" },
+    );
+    await stack.process("orchestrator").kill();
+    await stack.startService("orchestrator");
+
+    const run = await waitFor(
+      async () => {
+        const { body } = await stack.api<{ status: string; calls: { tool: string; status: string; result?: { ok: boolean } }[] }>(
+          "GET",
+          `/v1/runs/${runId}?wait_ms=5000`,
+        );
+        return body.status === "running" ? undefined : body;
+      },
+      { timeoutMs: 60_000, description: "the run finishing after the restart" },
+    );
+    expect(run.status).toBe("completed");
+    expect(run.calls.map((c) => [c.tool, c.result?.ok])).toEqual([
+      ["search_sources", true],
+      ["fetch_document", true],
+      ["save_evidence", true],
+    ]);
+    const trace = await stack.trace(runId);
+    // Each call was executed exactly once, and the model was asked once per turn.
+    const startedPerCall = new Map<string, number>();
+    for (const { event } of trace)
+      if (event.type === "started" && event.kind === "call") startedPerCall.set(event.call_id!, (startedPerCall.get(event.call_id!) ?? 0) + 1);
+    expect([...startedPerCall.values()]).toEqual([1, 1, 1]);
+    expect(trace.filter((e) => e.event.kind === "run" && e.event.type === "model_responded")).toHaveLength(4);
+    const evidence = await mongo.db(`${stack.name}_tools`).collection("evidence").countDocuments({ task_id: "task_crash" });
+    expect(evidence).toBe(1);
+  });
+});
