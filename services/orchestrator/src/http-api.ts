@@ -1,43 +1,15 @@
 import { createHash } from "node:crypto";
-import { CallIdSchema, RunContextSchema, RunIdSchema, type Principal } from "@toolgate/contracts";
+import { CallIdSchema, RunIdSchema, type Principal } from "@toolgate/contracts";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { z } from "zod";
-import { BudgetsSchema, type Budgets } from "./budgets.js";
+import type { z } from "zod";
+import type { Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ApiKey } from "./config.js";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
-
-const StartRunSchema = z.object({
-  model: z.string().min(1).max(128),
-  input: z
-    .string()
-    .max(64 * 1024)
-    .default(""),
-  context: RunContextSchema.default({}),
-  /** Tighter budgets for this run; the server's budgets are the ceiling. */
-  budgets: BudgetsSchema.partial().default({}),
-});
-
-const SubmitCallsSchema = z.object({
-  run_id: RunIdSchema.optional(),
-  context: RunContextSchema.default({}),
-  calls: z
-    .array(
-      z.object({
-        id: z.string().min(1).max(256),
-        name: z.string().max(256),
-        // Providers send either a JSON text (OpenAI) or an object (Anthropic, Gemini): both become text here,
-        // and policy parses it, so INVALID_JSON is reported in one place.
-        arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).transform((a) => (typeof a === "string" ? a : JSON.stringify(a))),
-      }),
-    )
-    .min(1)
-    .max(64),
-  wait_ms: z.number().int().min(0).max(60_000).default(0),
-});
-
-const WaitQuerySchema = z.object({ wait_ms: z.coerce.number().int().min(0).max(60_000).default(0) });
+import { StartRunSchema, SubmitCallsSchema, WaitQuerySchema } from "./api-schemas.js";
+import { openApiDocument } from "./openapi.js";
+import type { ToolRegistry } from "@toolgate/registry";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -60,12 +32,18 @@ function stripUndefined(budgets: Partial<Record<keyof Budgets, number | undefine
 const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
 /** The public API: managed runs and bring-your-own-loop tool calls, authenticated by API key. */
-export function orchestratorApi(deps: { loop: RunLoop; store: RunStore; waiters: CallWaiters; apiKeys: readonly ApiKey[] }): FastifyInstance {
+export function orchestratorApi(deps: {
+  loop: RunLoop;
+  store: RunStore;
+  waiters: CallWaiters;
+  registry: ToolRegistry;
+  apiKeys: readonly ApiKey[];
+}): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
   const principals = new Map(deps.apiKeys.map((k) => [k.key_sha256 ?? sha256Hex(k.key!), k.principal]));
 
   app.addHook("onRequest", async (request, reply) => {
-    if (request.url === "/healthz") return;
+    if (request.url === "/healthz" || request.url === "/openapi.json") return;
     const header = request.headers.authorization;
     const principal = header?.startsWith("Bearer ") ? principals.get(sha256Hex(header.slice(7))) : undefined;
     if (!principal) return apiError(reply, 401, "UNAUTHENTICATED", "a valid API key is required (Authorization: Bearer <key>)");
@@ -108,6 +86,27 @@ export function orchestratorApi(deps: { loop: RunLoop; store: RunStore; waiters:
   };
 
   app.get("/healthz", () => Promise.resolve({ ok: true }));
+  app.get("/openapi.json", () => Promise.resolve(openApiDocument()));
+
+  // What the model may use, as Toolgate knows it (contract version and hash included).
+  app.get("/v1/tools", () =>
+    Promise.resolve({
+      tools: deps.registry
+        .list()
+        .filter((t) => t.contract.enabled)
+        .map(({ contract, hash }) => ({
+          name: contract.name,
+          version: contract.version,
+          hash,
+          description: contract.description,
+          input_schema: contract.input_schema,
+          output_schema: contract.output_schema,
+          side_effect: contract.side_effect,
+          risk: contract.risk,
+          untrusted_output: contract.untrusted_output,
+        })),
+    }),
+  );
 
   app.post("/v1/runs", async (request, reply) => {
     const body = StartRunSchema.safeParse(request.body);

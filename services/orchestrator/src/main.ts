@@ -75,7 +75,7 @@ await runService({
         .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"))
         .finally(() => (sweeping = false));
     }, config.ORCHESTRATOR_SWEEP_MS);
-    const api = orchestratorApi({ loop, store, waiters, apiKeys: config.ORCHESTRATOR_API_KEYS });
+    const api = orchestratorApi({ loop, store, waiters, registry, apiKeys: config.ORCHESTRATOR_API_KEYS });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info({ resumed_runs: resumed, tools: registry.list().map((t) => t.ref.name) }, "orchestrator configured");
