@@ -1,4 +1,5 @@
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes, type KeyObject } from "node:crypto";
+import { SignJWT } from "jose";
 import { ServiceProcess, type ServiceName } from "./service-process.js";
 
 /** A run as the orchestrator's API returns it. */
@@ -67,11 +68,16 @@ export class Stack {
   readonly env: Record<string, string>;
   readonly apiKeys: Record<keyof typeof STACK_USERS, string>;
   readonly processes: ServiceProcess[] = [];
+  /** The test identity provider's issuer: JWTs it signs authenticate principals of tenant `acme`. */
+  readonly jwtIssuer = "https://idp.acme.test";
+  readonly #idpKey: KeyObject;
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
 
   private constructor(options: StackOptions) {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+    const idp = generateKeyPairSync("ed25519");
+    this.#idpKey = idp.privateKey;
     this.apiKeys = { alice: `tgk_alice_${randomBytes(12).toString("hex")}`, bob: `tgk_bob_${randomBytes(12).toString("hex")}` };
     this.env = {
       NATS_URL: options.natsUrl,
@@ -101,6 +107,15 @@ export class Stack {
         ORCHESTRATOR_API_KEYS: JSON.stringify(
           Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })),
         ),
+        ORCHESTRATOR_JWT_ISSUERS: JSON.stringify([
+          {
+            issuer: this.jwtIssuer,
+            audience: "toolgate",
+            tenant: "acme",
+            public_key_pem: idp.publicKey.export({ type: "spki", format: "pem" }).toString(),
+            algorithms: ["EdDSA"],
+          },
+        ]),
         ...options.env?.orchestrator,
       },
     };
@@ -147,14 +162,29 @@ export class Stack {
     return `http://127.0.0.1:${this.process("audit").httpPort}`;
   }
 
-  /** Calls the orchestrator's API as `user`; returns status and parsed body. */
-  async api<T = unknown>(method: "GET" | "POST", path: string, body?: unknown, user: keyof typeof STACK_USERS = "alice"): Promise<{ status: number; body: T }> {
+  /** A JWT from the stack's identity provider (tenant `acme`), valid for five minutes. */
+  async jwt(claims: { sub: string; roles?: string[] } & Record<string, unknown>): Promise<string> {
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: "EdDSA" })
+      .setIssuer(this.jwtIssuer)
+      .setAudience("toolgate")
+      .setExpirationTime("5m")
+      .sign(this.#idpKey);
+  }
+
+  /** Calls the orchestrator's API with any bearer credential. */
+  async apiWith<T = unknown>(credential: string, method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; body: T }> {
     const response = await fetch(`${this.orchestratorUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${this.apiKeys[user]}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: { authorization: `Bearer ${credential}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     return { status: response.status, body: (await response.json()) as T };
+  }
+
+  /** Calls the orchestrator's API as `user`; returns status and parsed body. */
+  async api<T = unknown>(method: "GET" | "POST", path: string, body?: unknown, user: keyof typeof STACK_USERS = "alice"): Promise<{ status: number; body: T }> {
+    return this.apiWith<T>(this.apiKeys[user], method, path, body);
   }
 
   /** Calls the audit query API. */

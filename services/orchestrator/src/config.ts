@@ -1,25 +1,15 @@
-import { PrincipalSchema } from "@toolgate/contracts";
+import { ApiKeySchema, JwtIssuerSchema } from "@toolgate/identity";
 import { baseEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
 import { ToolsetNameSchema } from "@toolgate/toolsets";
 import { z } from "zod";
 
-/** One API credential: the key itself (secret) or its sha256 hex digest, and the principal it authenticates. */
-const ApiKeySchema = z
-  .object({
-    key: z.string().min(16).optional(),
-    key_sha256: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/)
-      .optional(),
-    principal: PrincipalSchema,
-  })
-  .refine((k) => (k.key === undefined) !== (k.key_sha256 === undefined), { message: "give exactly one of key or key_sha256" });
-
 const OrchestratorEnvSchema = z.object({
   ...baseEnvShape,
   TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
-  /** JSON array of API credentials. Secret: never logged. */
-  ORCHESTRATOR_API_KEYS: jsonEnv(z.array(ApiKeySchema).min(1)),
+  /** JSON array of API credentials `[{ key | key_sha256, principal }]`. Secret: never logged. */
+  ORCHESTRATOR_API_KEYS: jsonEnv(z.array(ApiKeySchema)).default([]),
+  /** JSON array of trusted JWT issuers `[{ issuer, audience, tenant, public_key_pem | jwks | jwks_url }]`. */
+  ORCHESTRATOR_JWT_ISSUERS: jsonEnv(z.array(JwtIssuerSchema)).default([]),
   HTTP_HOST: z.string().default("127.0.0.1"),
   /** 0 picks a free port (reported in the `ready` log line). */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
@@ -47,7 +37,6 @@ const OrchestratorEnvSchema = z.object({
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;
-export type ApiKey = z.infer<typeof ApiKeySchema>;
 
 /** Parses the orchestrator's environment; throws ConfigError on a bad deploy. */
 export function loadConfig(env: Record<string, string | undefined>): OrchestratorConfig {

@@ -1,10 +1,10 @@
-import { createHash } from "node:crypto";
 import { CallIdSchema, RunIdSchema, type Principal } from "@toolgate/contracts";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
-import type { ApiKey } from "./config.js";
+import type { Authenticator } from "@toolgate/identity";
+import type { Logger } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
 import { StartRunSchema, SubmitCallsSchema, WaitQuerySchema } from "./api-schemas.js";
@@ -29,25 +29,26 @@ function stripUndefined(budgets: Partial<Record<keyof Budgets, number | undefine
   return Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined));
 }
 
-const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
-
 /** The public API: managed runs and bring-your-own-loop tool calls, authenticated by API key. */
 export function orchestratorApi(deps: {
   loop: RunLoop;
   store: RunStore;
   waiters: CallWaiters;
   registry: ToolRegistry;
-  apiKeys: readonly ApiKey[];
+  authenticator: Authenticator;
+  logger: Logger;
 }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
-  const principals = new Map(deps.apiKeys.map((k) => [k.key_sha256 ?? sha256Hex(k.key!), k.principal]));
 
   app.addHook("onRequest", async (request, reply) => {
     if (request.url === "/healthz" || request.url === "/openapi.json") return;
-    const header = request.headers.authorization;
-    const principal = header?.startsWith("Bearer ") ? principals.get(sha256Hex(header.slice(7))) : undefined;
-    if (!principal) return apiError(reply, 401, "UNAUTHENTICATED", "a valid API key is required (Authorization: Bearer <key>)");
-    request.principal = principal;
+    const auth = await deps.authenticator.authenticate(request.headers.authorization);
+    if (!auth.ok) {
+      // The reason is for operators; the caller only learns that it is not authenticated.
+      deps.logger.info({ reason: auth.reason, url: request.url }, "request not authenticated");
+      return apiError(reply, 401, "UNAUTHENTICATED", "a valid API key or token is required (Authorization: Bearer …)");
+    }
+    request.principal = auth.principal;
   });
   app.setErrorHandler(async (error: { statusCode?: number }, _request, reply) => {
     if (error.statusCode !== undefined && error.statusCode < 500)

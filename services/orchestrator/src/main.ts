@@ -1,4 +1,5 @@
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
+import { Authenticator } from "@toolgate/identity";
 import { ToolRegistry } from "@toolgate/registry";
 import { connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { toolsetContracts } from "@toolgate/toolsets";
@@ -75,7 +76,8 @@ await runService({
         .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"))
         .finally(() => (sweeping = false));
     }, config.ORCHESTRATOR_SWEEP_MS);
-    const api = orchestratorApi({ loop, store, waiters, registry, apiKeys: config.ORCHESTRATOR_API_KEYS });
+    const authenticator = await Authenticator.create({ apiKeys: config.ORCHESTRATOR_API_KEYS, issuers: config.ORCHESTRATOR_JWT_ISSUERS });
+    const api = orchestratorApi({ loop, store, waiters, registry, authenticator, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info({ resumed_runs: resumed, tools: registry.list().map((t) => t.ref.name) }, "orchestrator configured");

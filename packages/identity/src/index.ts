@@ -1,0 +1,1 @@
+export { Authenticator, ApiKeySchema, JwtIssuerSchema, type ApiKey, type JwtIssuer, type AuthResult, type AuthFailure } from "./authenticator.js";
