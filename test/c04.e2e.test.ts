@@ -73,6 +73,14 @@ describe("C04 research agent", () => {
 
     const verified = await stack.audit<{ ok: boolean }>(`/v1/runs/${run.run_id}/verify`);
     expect(verified.body.ok).toBe(true);
+
+    // Rule of Two: once untrusted content came back, later proposals say the run is tainted, and by what.
+    const taints = calls.map((c) => c.events.find((e) => e.type === "proposed")!.payload.taint);
+    expect(taints).toEqual([
+      { tainted: false, sources: [] },
+      { tainted: true, sources: ["search_sources"] },
+      { tainted: true, sources: ["fetch_document", "search_sources"] },
+    ]);
   });
 
   it("refuses limit 50 with INVALID_ARGUMENTS at /limit, and the tool never runs", async () => {

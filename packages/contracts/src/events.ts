@@ -64,6 +64,11 @@ const callPayloads = {
     arguments_json: z.string().max(MAX_ARGUMENTS_JSON_BYTES),
     context: RunContextSchema,
     turn: z.number().int().min(0),
+    /**
+     * Whether the run had already received output from a tool marked as returning untrusted content when
+     * the model proposed this call (Meta's Rule of Two); `sources` names those tools.
+     */
+    taint: z.object({ tainted: z.boolean(), sources: z.array(z.string().max(64)).max(16) }).optional(),
   }),
   rejected: z.object({
     result: FailureResultSchema,

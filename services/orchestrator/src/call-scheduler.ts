@@ -114,6 +114,7 @@ export class CallScheduler {
         arguments_json: call.arguments_json,
         context: run.context,
         turn: call.turn,
+        taint: call.taint,
       }),
     );
     this.#proposed.add(call._id);

@@ -19,7 +19,7 @@ import { checkTurn, type Budgets, type StopReason } from "./budgets.js";
 import { callTraits, type CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ModelAdapter, ModelResponse, ProposedToolCall } from "./model.js";
-import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+import type { CallRecord, CallResultRecord, RunRecord, RunStore } from "./run-store.js";
 import { transcriptOf } from "./transcript.js";
 
 export interface RunLoopDeps {
@@ -116,7 +116,8 @@ export class RunLoop {
     }
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#now();
-    const records = this.#callRecords(run, turn, request.calls);
+    const taint = request.runId ? taintOf(await this.#deps.store.resultsOf(run._id), this.#deps.registry) : { tainted: false, sources: [] };
+    const records = this.#callRecords(run, turn, request.calls, taint);
     beforePublish(records.map((r) => r._id));
     await this.#deps.store.insertCalls(records);
     this.#track(records, true);
@@ -266,8 +267,9 @@ export class RunLoop {
       return;
     }
     let response: ModelResponse;
+    const results = await store.resultsOf(run._id);
     try {
-      response = await model.respond(transcriptOf(run, await store.resultsOf(run._id), registry));
+      response = await model.respond(transcriptOf(run, results, registry));
     } catch (error) {
       this.#deps.logger.warn({ err: error, run_id: run._id }, "model request failed");
       await this.#stop(run, "model_error", "the model request failed");
@@ -278,7 +280,7 @@ export class RunLoop {
     if (response.kind === "tool_calls" && response.calls.length > 0) {
       try {
         validateCalls(response.calls);
-        records = this.#callRecords(run, run.turn, response.calls);
+        records = this.#callRecords(run, run.turn, response.calls, taintOf(results, registry));
       } catch (error) {
         await this.#stop(run, "model_error", (error as Error).message);
         return;
@@ -387,7 +389,7 @@ export class RunLoop {
     };
   }
 
-  #callRecords(run: RunRecord, turn: number, calls: ProposedToolCall[]): CallRecord[] {
+  #callRecords(run: RunRecord, turn: number, calls: ProposedToolCall[], taint: CallRecord["taint"]): CallRecord[] {
     const now = new Date(this.#now());
     return calls.map((c, order) => ({
       _id: newCallId(),
@@ -398,6 +400,7 @@ export class RunLoop {
       arguments_json: c.arguments,
       order,
       ...callTraits(this.#deps.registry, c.name, c.arguments),
+      taint,
       created_at: now,
     }));
   }
@@ -415,6 +418,17 @@ export class RunLoop {
   #background(work: Promise<unknown>, runId: RunId): void {
     work.catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: runId }, "run step failed"));
   }
+}
+
+/**
+ * Rule of Two: a run is tainted once it received a successful result from a tool whose contract marks its
+ * output as untrusted content. Derived from the attached results, so every replica computes the same.
+ */
+function taintOf(results: readonly CallResultRecord[], registry: ToolRegistry): CallRecord["taint"] {
+  const sources = [
+    ...new Set(results.filter((r) => r.result.ok && registry.get(r.tool_name)?.contract.untrusted_output === true).map((r) => r.tool_name)),
+  ].sort();
+  return { tainted: sources.length > 0, sources: sources.slice(0, 16) };
 }
 
 function isTerminal(event: CallEvent): event is TerminalEvent {

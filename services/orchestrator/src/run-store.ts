@@ -39,6 +39,8 @@ export interface CallRecord {
   write: boolean;
   resources: string[];
   signature: string;
+  /** Whether the run had received untrusted tool output when this call was proposed, and from which tools. */
+  taint: { tainted: boolean; sources: string[] };
   created_at: Date;
 }
 
