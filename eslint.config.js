@@ -1,7 +1,7 @@
 // Type-aware lint for the whole workspace (STYLE.md §11): no floating promises, no import cycles,
 // no deep imports into another package's sources.
 import js from "@eslint/js";
-import importX from "eslint-plugin-import-x";
+import importX, { createNodeResolver } from "eslint-plugin-import-x";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
@@ -16,6 +16,7 @@ export default tseslint.config(
       },
     },
     plugins: { "import-x": importX },
+    settings: { "import-x/resolver-next": [createNodeResolver()] },
     rules: {
       "@typescript-eslint/no-floating-promises": "error",
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: { arguments: false } }],

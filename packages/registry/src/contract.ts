@@ -1,4 +1,4 @@
-import { canonicalHash } from "@toolgate/contracts";
+import { canonicalHash, HashSchema } from "@toolgate/contracts";
 import { z } from "zod";
 
 const jsonPointer = z.string().regex(/^(\/([^~/]|~[01])*)*$/, "expected an RFC 6901 JSON pointer");
@@ -6,7 +6,13 @@ const jsonPointer = z.string().regex(/^(\/([^~/]|~[01])*)*$/, "expected an RFC 6
 /** A JSON Schema document (2020-12); checked structurally by ajv when the registry compiles it. */
 const JsonSchemaObject = z.record(z.string(), z.unknown());
 
-/** Where an unknown outcome is reconciled: a read-only tool that reports whether the effect happened. */
+/**
+ * A companion tool the executor calls itself (read-only for status checks). The status-check protocol:
+ * called with `{ "idempotency_key" }` it answers `{ "state": "applied" | "not_applied" | "unknown", "result"? }`
+ * (reconciling an unknown outcome); called with `{ "operation_id" }` it answers `{ "state": "accepted" |
+ * "running" | "succeeded" | "failed" | "cancelled", "result"?, "error"? }` (tracking a long-running operation),
+ * where `result` matches the output schema of the tool it checks. A cancel tool is called with `{ "operation_id" }`.
+ */
 const StatusCheckSchema = z.object({ tool: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/) });
 
 /**
@@ -31,6 +37,8 @@ export const ToolContractSchema = z.object({
       max_attempts: z.number().int().min(1).max(10),
       base_delay_ms: z.number().int().min(1).max(60_000),
       max_delay_ms: z.number().int().min(1).max(600_000),
+      /** Time budget: no retry starts later than this after the first attempt (absent: only the attempt budget). */
+      max_elapsed_ms: z.number().int().min(1).max(3_600_000).optional(),
     })
     .default({ max_attempts: 1, base_delay_ms: 100, max_delay_ms: 1_000 }),
   idempotency: z.discriminatedUnion("kind", [
@@ -43,12 +51,34 @@ export const ToolContractSchema = z.object({
   long_running: z.boolean().default(false),
   /** Tool that cancels a long-running operation of this tool. */
   cancel: StatusCheckSchema.optional(),
+  /** How the executor follows a long-running operation (absent: the executor's defaults). */
+  operation: z
+    .object({
+      /** First wait between two status checks; later waits grow up to ten times this. */
+      poll_interval_ms: z.number().int().min(50).max(600_000),
+      /** An operation still unfinished after this is cancelled (or failed when it cannot be). */
+      max_duration_ms: z
+        .number()
+        .int()
+        .min(1_000)
+        .max(7 * 24 * 3_600_000),
+    })
+    .optional(),
   /** Where the implementation runs: in the executor's process (default), behind HTTP, or on an MCP server. */
   transport: z
     .discriminatedUnion("kind", [
       z.object({ kind: z.literal("in_process") }),
       z.object({ kind: z.literal("http"), url: z.url(), method: z.enum(["POST", "PUT"]).default("POST") }),
-      z.object({ kind: z.literal("mcp"), server: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/), tool: z.string().min(1).max(128) }),
+      z.object({
+        kind: z.literal("mcp"),
+        server: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/),
+        tool: z.string().min(1).max(128),
+        /**
+         * Approved hash of the server's definition of the tool (name, title, description, schemas, annotations).
+         * The executor runs the tool only while the server presents exactly this definition.
+         */
+        definition_hash: HashSchema.optional(),
+      }),
     ])
     .default({ kind: "in_process" }),
   limits: z

@@ -57,3 +57,26 @@ export function defineTool(
 ): ToolDefinition {
   return { contract, handler, ...layers };
 }
+
+/**
+ * The handler preceded by the definition's object layer (every id must resolve to exactly one object, else
+ * OBJECT_NOT_FOUND / AMBIGUOUS_OBJECT) and state layer (the objects' state must allow the action, else
+ * STATE_CONFLICT). A failing layer ends the call before the handler runs; nothing is retried here.
+ */
+export function layeredHandler(definition: ToolDefinition): ToolHandler {
+  const { resolve, precheck, handler } = definition;
+  if (!resolve && !precheck) return handler;
+  return async (args, ctx) => {
+    let objects: Record<string, JsonValue> = {};
+    if (resolve) {
+      const resolved = await resolve(args, ctx);
+      if (!resolved.ok) return { ok: false, code: resolved.code, message: resolved.message, retryable: false };
+      objects = resolved.objects;
+    }
+    if (precheck) {
+      const checked = await precheck(args, objects, ctx);
+      if (!checked.ok) return { ok: false, code: checked.code, message: checked.message, retryable: false };
+    }
+    return handler(args, ctx);
+  };
+}

@@ -1,7 +1,8 @@
 export { ToolContractSchema, contractHash, type ToolContract, type ToolContractInput } from "./contract.js";
-export { ToolRegistry, ContractError, type CompiledTool, type ArgumentCheck, type ResultCheck } from "./registry.js";
+export { ToolRegistry, ContractCompiler, ContractError, type CompiledTool, type ArgumentCheck, type ResultCheck } from "./registry.js";
 export {
   defineTool,
+  layeredHandler,
   type ToolDefinition,
   type ToolHandler,
   type ToolContext,
@@ -10,3 +11,17 @@ export {
   type StatePrecheck,
 } from "./define-tool.js";
 export { jsonDepth, utf8Length } from "./json-limits.js";
+export { parseStrictJson, type StrictJsonLimits, type StrictJsonError, type StrictJsonResult } from "./strict-json.js";
+export { walkSchema, valueBounds, type JsonSchema, type ValueBounds } from "./schema-walk.js";
+export { lintContract, lintContracts, LINT_RULES, type LintRule, type LintFinding, type LintReport } from "./contract-lint.js";
+export { parseContractDocument, loadContractFiles, loadContractModule, type SourcedContract } from "./contract-files.js";
+export {
+  ContractCatalog,
+  CatalogError,
+  type CatalogConnection,
+  type ContractCatalogOptions,
+  type CatalogChange,
+  type CatalogRejection,
+  type PublishOutcome,
+} from "./contract-catalog.js";
+export { benchmarkValidation, type ValidationCase, type ValidationMeasurement, type ValidationBenchmarkOptions } from "./bench-validation.js";

@@ -1,8 +1,10 @@
-import { canonicalHash, type JsonValue, type ToolRef, type Violation } from "@toolgate/contracts";
+import { canonicalJson, sha256, type JsonValue, type ToolRef, type Violation } from "@toolgate/contracts";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import formatsModule from "ajv-formats";
 import { contractHash, ToolContractSchema, type ToolContract, type ToolContractInput } from "./contract.js";
-import { jsonDepth, utf8Length } from "./json-limits.js";
+import { utf8Length } from "./json-limits.js";
+import { valueBounds } from "./schema-walk.js";
+import { firstSignificantChar, parseStrictJson, type StrictJsonLimits } from "./strict-json.js";
 
 const addFormats = formatsModule.default;
 
@@ -22,9 +24,9 @@ export interface CompiledTool {
   readonly ref: ToolRef;
 }
 
-/** Outcome of the structural validation layer: normalized arguments and their hash, or typed violations. */
+/** Outcome of the structural validation layer: normalized arguments, their RFC 8785 form and its hash, or typed violations. */
 export type ArgumentCheck =
-  | { ok: true; arguments: Record<string, JsonValue>; argsHash: string }
+  | { ok: true; arguments: Record<string, JsonValue>; canonical: string; argsHash: string }
   | { ok: false; code: "INVALID_JSON" | "INVALID_ARGUMENTS"; message: string; violations: Violation[] };
 
 /** Outcome of output validation: the result is forwarded only when `ok`. */
@@ -34,65 +36,126 @@ export type ResultCheck =
 interface Entry extends CompiledTool {
   readonly input: ValidateFunction;
   readonly output: ValidateFunction;
+  /** Limits checked while parsing, derived once from the input schema and the contract. */
+  readonly parseLimits: StrictJsonLimits;
+}
+
+const compiledEntries = new WeakSet<CompiledTool>();
+
+/**
+ * Compiles contracts once (JSON Schema 2020-12, strict, no type coercion, defaults applied to the parsed
+ * arguments, own properties only, so `constructor` or `__proto__` never resolve through a prototype) and
+ * caches them by content hash. Registries built from one compiler share its compiled validators.
+ */
+export class ContractCompiler {
+  readonly #ajv: Ajv2020;
+  readonly #byHash = new Map<string, Entry>();
+
+  constructor() {
+    this.#ajv = new Ajv2020({ strict: true, allErrors: true, coerceTypes: false, useDefaults: true, validateFormats: true, ownProperties: true });
+    addFormats(this.#ajv);
+  }
+
+  /** Validates and compiles one contract; throws {@link ContractError} when the contract or its schemas are invalid. */
+  compile(input: ToolContractInput): CompiledTool {
+    const parsed = ToolContractSchema.safeParse(input);
+    if (!parsed.success) {
+      throw new ContractError(`invalid contract ${describeName(input)}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    }
+    const contract = parsed.data;
+    const hash = contractHash(contract);
+    const cached = this.#byHash.get(hash);
+    if (cached) return cached;
+    let inputValidator: ValidateFunction;
+    let outputValidator: ValidateFunction;
+    try {
+      // Compiled without the cache key ajv derives from $id, so two versions of one tool never collide.
+      inputValidator = this.#ajv.compile(withoutId(contract.input_schema));
+      outputValidator = this.#ajv.compile(withoutId(contract.output_schema));
+    } catch (error) {
+      throw new ContractError(`schemas of ${contract.name} do not compile: ${(error as Error).message}`, { cause: error });
+    }
+    const bounds = valueBounds(contract.input_schema);
+    const entry: Entry = {
+      contract,
+      hash,
+      ref: { name: contract.name, version: contract.version, hash },
+      input: inputValidator,
+      output: outputValidator,
+      parseLimits: {
+        maxDepth: contract.limits.max_depth,
+        // A bound of 0 means the schema accepts no string (or array) at all: ajv then names the type that is expected.
+        ...(Number.isFinite(bounds.string) && bounds.string > 0 ? { maxStringLength: bounds.string } : {}),
+        ...(Number.isFinite(bounds.items) && bounds.items > 0 ? { maxArrayItems: bounds.items } : {}),
+      },
+    };
+    this.#byHash.set(hash, entry);
+    compiledEntries.add(entry);
+    return entry;
+  }
 }
 
 /**
- * The set of contracts a service acts on. Schemas are compiled once with ajv (JSON Schema 2020-12, strict,
- * no type coercion, defaults applied to a copy); validation returns results and never throws on bad input.
+ * The set of contracts a service acts on: one current version per tool name, plus retained versions that are
+ * addressable only by content hash (a call validated against an older hash is checked against exactly that
+ * contract). Validation returns results and never throws on bad input.
  */
 export class ToolRegistry {
-  readonly #tools = new Map<string, Entry>();
+  readonly #byName = new Map<string, Entry>();
+  readonly #byHash = new Map<string, Entry>();
 
-  private constructor() {}
-
-  /** Builds a registry; throws {@link ContractError} when a contract or its schemas are invalid. */
-  static from(contracts: readonly ToolContractInput[]): ToolRegistry {
-    const registry = new ToolRegistry();
-    // One ajv per registry: compiled schemas are cached by it and never shared across registries.
-    const ajv = new Ajv2020({ strict: true, allErrors: true, coerceTypes: false, useDefaults: true, validateFormats: true });
-    addFormats(ajv);
-    for (const input of contracts) {
-      const parsed = ToolContractSchema.safeParse(input);
-      if (!parsed.success) {
-        throw new ContractError(
-          `invalid contract ${(input as { name?: string }).name ?? "(unnamed)"}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
-        );
-      }
-      const contract = parsed.data;
-      if (registry.#tools.has(contract.name)) throw new ContractError(`duplicate tool name ${contract.name}`);
-      let inputValidator: ValidateFunction;
-      let outputValidator: ValidateFunction;
-      try {
-        inputValidator = ajv.compile(contract.input_schema);
-        outputValidator = ajv.compile(contract.output_schema);
-      } catch (error) {
-        throw new ContractError(`schemas of ${contract.name} do not compile: ${(error as Error).message}`, { cause: error });
-      }
-      const hash = contractHash(contract);
-      registry.#tools.set(contract.name, {
-        contract,
-        hash,
-        ref: { name: contract.name, version: contract.version, hash },
-        input: inputValidator,
-        output: outputValidator,
-      });
+  private constructor(current: readonly Entry[], retained: readonly Entry[]) {
+    for (const entry of current) {
+      if (this.#byName.has(entry.contract.name)) throw new ContractError(`duplicate tool name ${entry.contract.name}`);
+      this.#byName.set(entry.contract.name, entry);
+      this.#byHash.set(entry.hash, entry);
     }
-    return registry;
-  }
-
-  /** The compiled tool called `name`, if registered. */
-  get(name: string): CompiledTool | undefined {
-    return this.#tools.get(name);
-  }
-
-  /** Every registered tool, in registration order. */
-  list(): CompiledTool[] {
-    return [...this.#tools.values()];
+    for (const entry of retained) this.#byHash.set(entry.hash, entry);
   }
 
   /**
-   * Structural layer: size and depth limits before parsing, JSON parse, then the input schema (unknown
-   * fields rejected, defaults applied). The normalized arguments and their canonical hash travel with the call.
+   * Builds a registry from contracts (one per name) and, optionally, older versions kept addressable by hash.
+   * Throws {@link ContractError} when a contract or its schemas are invalid or a name repeats.
+   */
+  static from(contracts: readonly ToolContractInput[], options: { retained?: readonly ToolContractInput[]; compiler?: ContractCompiler } = {}): ToolRegistry {
+    const compiler = options.compiler ?? new ContractCompiler();
+    return new ToolRegistry(
+      contracts.map((c) => compiler.compile(c) as Entry),
+      (options.retained ?? []).map((c) => compiler.compile(c) as Entry),
+    );
+  }
+
+  /** Builds a registry from tools a {@link ContractCompiler} compiled; throws {@link ContractError} for anything else. */
+  static fromCompiled(current: readonly CompiledTool[], retained: readonly CompiledTool[] = []): ToolRegistry {
+    const entries = (tools: readonly CompiledTool[]) =>
+      tools.map((tool) => {
+        if (!compiledEntries.has(tool)) throw new ContractError(`${tool.ref.name}@${tool.hash} was not compiled by a ContractCompiler`);
+        return tool as Entry;
+      });
+    return new ToolRegistry(entries(current), entries(retained));
+  }
+
+  /** The current version of the tool called `name`, if registered. */
+  get(name: string): CompiledTool | undefined {
+    return this.#byName.get(name);
+  }
+
+  /** Any version this registry holds, current or retained, by content hash. */
+  getByHash(hash: string): CompiledTool | undefined {
+    return this.#byHash.get(hash);
+  }
+
+  /** The current version of every tool, in registration order. */
+  list(): CompiledTool[] {
+    return [...this.#byName.values()];
+  }
+
+  /**
+   * Structural layer. In order: the byte limit; then one strict parse that refuses what is not I-JSON
+   * (syntax, duplicate keys, lone surrogates, imprecise numbers → INVALID_JSON) and stops at the depth, string
+   * and array bounds derived from the contract (→ INVALID_ARGUMENTS) before building the rest; then the input
+   * schema (unknown fields rejected, no coercion, defaults applied). The normalized arguments travel with the
+   * call in RFC 8785 form, with their hash.
    */
   checkArguments(tool: CompiledTool, argumentsJson: string): ArgumentCheck {
     const entry = this.#entry(tool);
@@ -103,30 +166,30 @@ export class ToolRegistry {
         { pointer: "", message: `must be at most ${limits.max_argument_bytes} bytes`, keyword: "maxBytes" },
       ]);
     }
-    const depth = jsonDepth(argumentsJson);
-    if (depth > limits.max_depth) {
-      return invalid(`arguments nest ${depth} levels; the limit is ${limits.max_depth}`, [
-        { pointer: "", message: `must nest at most ${limits.max_depth} levels`, keyword: "maxDepth" },
-      ]);
+    // Not an object: say so, unless the text is not JSON at all (the string and array bounds do not apply here).
+    const objectText = firstSignificantChar(argumentsJson) === "{";
+    const parsed = parseStrictJson(argumentsJson, objectText ? entry.parseLimits : { maxDepth: limits.max_depth });
+    if (!parsed.ok) {
+      const { code, message, pointer, keyword } = parsed.error;
+      const violations = [{ pointer, message: message.slice(0, 1024), keyword }];
+      const located = pointer === "" ? message : `${message} (at ${pointer})`;
+      return code === "INVALID_JSON"
+        ? { ok: false, code, message: `arguments are not valid JSON: ${located}`.slice(0, 1024), violations }
+        : invalid(located.slice(0, 1024), violations);
     }
-    let value: unknown;
-    try {
-      value = JSON.parse(argumentsJson);
-    } catch (error) {
-      return { ok: false, code: "INVALID_JSON", message: `arguments are not valid JSON: ${(error as Error).message.slice(0, 160)}`, violations: [] };
-    }
+    const value = parsed.value;
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
       return invalid("arguments must be a JSON object", [{ pointer: "", message: "must be object", keyword: "type" }]);
     }
     if (!entry.input(value)) {
       const violations = toViolations(entry.input.errors ?? []);
       return invalid(
-        `arguments do not match the ${entry.contract.name} schema: ${violations.map((v) => `${v.pointer || "/"} ${v.message}`).join("; ")}`,
+        `arguments do not match the ${entry.contract.name} schema: ${violations.map((v) => `${v.pointer || "/"} ${v.message}`).join("; ")}`.slice(0, 2048),
         violations,
       );
     }
-    const normalized = value as Record<string, JsonValue>;
-    return { ok: true, arguments: normalized, argsHash: canonicalHash(normalized) };
+    const canonical = canonicalJson(value);
+    return { ok: true, arguments: value, canonical, argsHash: sha256(canonical) };
   }
 
   /** Output layer: the result must fit the size limit and match the output schema before it is forwarded. */
@@ -160,10 +223,22 @@ export class ToolRegistry {
   }
 
   #entry(tool: CompiledTool): Entry {
-    const entry = this.#tools.get(tool.contract.name);
-    if (!entry || entry.hash !== tool.hash) throw new ContractError(`tool ${tool.contract.name}@${tool.hash} is not in this registry`);
+    const entry = this.#byHash.get(tool.hash);
+    if (!entry || entry.contract.name !== tool.contract.name) throw new ContractError(`tool ${tool.contract.name}@${tool.hash} is not in this registry`);
     return entry;
   }
+}
+
+function describeName(input: unknown): string {
+  const name = typeof input === "object" && input !== null ? (input as { name?: unknown }).name : undefined;
+  return typeof name === "string" ? JSON.stringify(name.slice(0, 64)) : "(unnamed)";
+}
+
+/** The schema without a root `$id`: ajv refuses to compile two schemas with one id, and versions of a tool may share it. */
+function withoutId(schema: Record<string, unknown>): Record<string, unknown> {
+  if (!("$id" in schema)) return schema;
+  const { $id: _id, ...rest } = schema;
+  return rest;
 }
 
 function invalid(message: string, violations: Violation[]): ArgumentCheck {

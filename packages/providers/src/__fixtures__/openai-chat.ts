@@ -1,0 +1,160 @@
+// OpenAI Chat Completions: a completion with three tool calls (typed by the SDK) and what Toolgate makes of it.
+import type { ChatCompletion, ChatCompletionFunctionTool, OpenAIChatToolMessage } from "../sdk-types.js";
+import type { ExportNote, ParsedToolCall } from "../types.js";
+import { C04_ARGUMENTS, FORCE_ARGUMENTS, LIMIT_50_ARGUMENTS } from "./contracts.js";
+
+export const ids = ["call_abc1", "call_abc2", "call_abc3"] as const;
+
+export const response = {
+  id: "chatcmpl-9",
+  object: "chat.completion",
+  created: 1_764_000_000,
+  model: "gpt-4.1",
+  choices: [
+    {
+      index: 0,
+      finish_reason: "tool_calls",
+      logprobs: null,
+      message: {
+        role: "assistant",
+        content: null,
+        refusal: null,
+        tool_calls: [
+          { id: ids[0], type: "function", function: { name: "search_sources", arguments: JSON.stringify(C04_ARGUMENTS) } },
+          { id: ids[1], type: "function", function: { name: "search_sources", arguments: JSON.stringify(LIMIT_50_ARGUMENTS) } },
+          { id: ids[2], type: "function", function: { name: "search_sources", arguments: JSON.stringify(FORCE_ARGUMENTS) } },
+        ],
+      },
+    },
+  ],
+} satisfies ChatCompletion;
+
+// ---- golden outputs: what Toolgate must produce for the inputs above. Change them only on purpose.
+
+export const calls: ParsedToolCall[] = [
+  {
+    "id": "call_abc1",
+    "name": "search_sources",
+    "argumentsJson": "{\"query\":\"OpenAI Agents SDK state management\",\"source_type\":\"official\",\"limit\":3}"
+  },
+  {
+    "id": "call_abc2",
+    "name": "search_sources",
+    "argumentsJson": "{\"query\":\"OpenAI Agents SDK state management\",\"source_type\":\"official\",\"limit\":50}"
+  },
+  {
+    "id": "call_abc3",
+    "name": "search_sources",
+    "argumentsJson": "{\"query\":\"OpenAI Agents SDK state management\",\"source_type\":\"official\",\"limit\":3,\"force\":true}"
+  }
+];
+
+export const formatted = [
+  {
+    "role": "tool",
+    "tool_call_id": "call_abc1",
+    "content": "{\"ok\":true,\"data\":{\"items\":[{\"title\":\"Sessions\",\"url\":\"https://example.test/openai-agents/session\",\"source_type\":\"official\",\"snippet\":\"Sessions provide a persistent memory layer\"}]}}"
+  },
+  {
+    "role": "tool",
+    "tool_call_id": "call_abc2",
+    "content": "{\"ok\":false,\"error\":{\"code\":\"INVALID_ARGUMENTS\",\"message\":\"arguments do not match the search_sources schema: /limit must be <= 10\",\"details\":{\"violations\":[{\"pointer\":\"/limit\",\"message\":\"must be <= 10\",\"keyword\":\"maximum\"}]}},\"retryable\":false}"
+  },
+  {
+    "role": "tool",
+    "tool_call_id": "call_abc3",
+    "content": "{\"ok\":false,\"error\":{\"code\":\"INVALID_ARGUMENTS\",\"message\":\"arguments do not match the search_sources schema: /force is not an allowed property\",\"details\":{\"violations\":[{\"pointer\":\"/force\",\"message\":\"is not an allowed property\",\"keyword\":\"additionalProperties\"}]}},\"retryable\":false}"
+  }
+] satisfies OpenAIChatToolMessage[];
+
+export const tools = [
+  {
+    "type": "function",
+    "function": {
+      "name": "search_sources",
+      "description": "Searches the research document collection by keywords and returns up to `limit` candidate sources. Use it to discover documents; do not use it when you already have a URL.",
+      "parameters": {
+        "type": "object",
+        "properties": {
+          "query": {
+            "type": "string",
+            "description": "Keywords."
+          },
+          "source_type": {
+            "type": "string",
+            "enum": [
+              "official",
+              "any"
+            ]
+          },
+          "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10
+          }
+        },
+        "required": [
+          "query",
+          "source_type",
+          "limit"
+        ],
+        "additionalProperties": false
+      },
+      "strict": true
+    }
+  },
+  {
+    "type": "function",
+    "function": {
+      "name": "save_note",
+      "description": "Saves one note about a source to the current task. Use it after reading the source; do not use it for notes without a source.",
+      "parameters": {
+        "type": "object",
+        "properties": {
+          "text": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 2000
+          },
+          "source_url": {
+            "type": "string",
+            "format": "uri",
+            "maxLength": 2048
+          },
+          "tags": {
+            "type": "array",
+            "maxItems": 5,
+            "items": {
+              "type": "string",
+              "pattern": "^[a-z]{1,16}$"
+            }
+          }
+        },
+        "required": [
+          "text",
+          "source_url"
+        ],
+        "additionalProperties": false
+      },
+      "strict": false
+    }
+  }
+] satisfies ChatCompletionFunctionTool[];
+
+export const notes: ExportNote[] = [
+  {
+    "tool": "search_sources",
+    "pointer": "/properties/query/minLength",
+    "message": "minLength is not supported in strict mode; the runtime still enforces it"
+  },
+  {
+    "tool": "search_sources",
+    "pointer": "/properties/query/maxLength",
+    "message": "maxLength is not supported in strict mode; the runtime still enforces it"
+  },
+  {
+    "tool": "save_note",
+    "pointer": "",
+    "message": "sent non-strict: /properties/tags optional (strict mode requires every property)"
+  }
+];

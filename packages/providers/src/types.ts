@@ -1,0 +1,148 @@
+import type { ResultEnvelope } from "@toolgate/contracts";
+import type {
+  AnthropicTool,
+  ChatCompletionFunctionTool,
+  FunctionDeclaration,
+  FunctionTool,
+  McpTool,
+  McpToolCallResponse,
+  OpenAIChatToolMessage,
+  OpenAIFunctionCallOutput,
+  Part,
+  ToolResultBlockParam,
+} from "./sdk-types.js";
+
+/** The provider dialects Toolgate speaks. */
+export const PROVIDERS = ["openai-responses", "openai-chat", "anthropic", "gemini", "mcp"] as const;
+export type ProviderName = (typeof PROVIDERS)[number];
+
+/**
+ * A problem in a payload that does not follow the provider's own format (no or duplicate call ids, arguments
+ * of the wrong JSON type), or a result set that does not answer the calls one to one.
+ */
+export type ProviderErrorCode =
+  | "MALFORMED_PAYLOAD"
+  | "MISSING_CALL_ID"
+  | "DUPLICATE_CALL_ID"
+  | "MISSING_TOOL_NAME"
+  | "ARGUMENTS_NOT_OBJECT"
+  | "UNSUPPORTED_MESSAGE"
+  | "MISSING_RESULT"
+  | "UNEXPECTED_RESULT"
+  | "MALFORMED_RESULT"
+  | "INVALID_CONTRACT";
+
+/** A typed error: adapters return it, they never throw on a bad payload. */
+export interface ProviderError {
+  code: ProviderErrorCode;
+  message: string;
+  /** RFC 6901 pointer into the payload, where known. */
+  pointer?: string;
+}
+
+/**
+ * What is wrong with one call that is otherwise well-formed: the model can correct it, and the runtime answers
+ * it with the same error code under the call's id when it is submitted.
+ */
+export interface CallProblem {
+  code: "UNKNOWN_TOOL" | "INVALID_JSON" | "INVALID_ARGUMENTS";
+  message: string;
+}
+
+/** One tool call in Toolgate's terms, with what is needed to answer it in the provider's. */
+export interface ParsedToolCall {
+  /** The provider's call id, unique within the payload (Gemini: generated when the model sent none). */
+  id: string;
+  name: string;
+  /** The arguments as JSON text, exactly as the model produced them (object arguments are serialized). */
+  argumentsJson: string;
+  /** MCP: the JSON-RPC request id, answered with its own type. Gemini: the id was generated. */
+  origin?: { jsonrpcId: string | number } | { generatedId: true };
+  /** Set when the call names a tool that is not offered or its arguments are not a JSON object. */
+  problem?: CallProblem;
+}
+
+export type ParseResult = { ok: true; calls: ParsedToolCall[] } | { ok: false; error: ProviderError };
+
+/** Which tools exist, to flag calls to any other name (a `Set` of names, or a registry). */
+export type KnownTools = ReadonlySet<string> | { get(name: string): unknown };
+
+export interface ParseOptions {
+  /** Tools on offer; a call to another name gets an UNKNOWN_TOOL problem. */
+  tools?: KnownTools;
+  /** Chat Completions: which choice to read (default 0). */
+  choice?: number;
+}
+
+/** The terminal result of one call, keyed by the provider's call id. */
+export interface CallResult {
+  id: string;
+  result: ResultEnvelope;
+  /** Where the result came from; when given, the model sees the result wrapped as data with it. */
+  provenance?: Provenance;
+}
+
+/** The origin of a result, shown to the model with it: which tool, which contract version, whether it is untrusted content. */
+export interface Provenance {
+  tool: string;
+  contract_version: string;
+  untrusted: boolean;
+}
+
+/** What {@link formatResults} produces for each provider: the SDK's own input types. */
+export interface FormattedResults {
+  "openai-responses": OpenAIFunctionCallOutput[];
+  "openai-chat": OpenAIChatToolMessage[];
+  anthropic: ToolResultBlockParam[];
+  gemini: Part[];
+  mcp: McpToolCallResponse[];
+}
+
+export type FormatResult<P extends ProviderName> = { ok: true; output: FormattedResults[P] } | { ok: false; error: ProviderError };
+
+/** What {@link exportTools} produces for each provider: the SDK's own tool-definition types. */
+export interface ToolDefinitions {
+  "openai-responses": FunctionTool[];
+  "openai-chat": ChatCompletionFunctionTool[];
+  anthropic: AnthropicTool[];
+  gemini: FunctionDeclaration[];
+  mcp: McpTool[];
+}
+
+/** A keyword or feature a provider's schema dialect cannot express, left out of the exported definition. */
+export interface ExportNote {
+  tool: string;
+  /** JSON pointer into the tool's input schema. */
+  pointer: string;
+  message: string;
+}
+
+export type ExportResult<P extends ProviderName> = { ok: true; tools: ToolDefinitions[P]; notes: ExportNote[] } | { ok: false; error: ProviderError };
+
+export interface ExportOptions {
+  /**
+   * OpenAI: `auto` (default) marks a tool strict when its schema fits strict mode without changing what it
+   * accepts (every object closed, every property required, only supported keywords otherwise dropped);
+   * `never` sends every schema as written, non-strict.
+   */
+  openaiStrict?: "auto" | "never";
+}
+
+/** Tool-use hints a provider's definition carries (MCP annotations). */
+export interface ToolHints {
+  readOnly?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+  openWorld?: boolean;
+}
+
+/** The model-facing half of a contract, as a provider defines a tool. The runtime half is for the importer to add. */
+export interface ImportedTool {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+  output_schema?: Record<string, unknown>;
+  hints?: ToolHints;
+}
+
+export type ImportResult = { ok: true; tools: ImportedTool[] } | { ok: false; error: ProviderError };
