@@ -42,6 +42,27 @@ function onConditionalWrite(target: Db, hook: () => void): Db {
   });
 }
 
+/** `db` whose collections call `hook` just before every `findOne`: a competing write lands between a claim's read and its insert. */
+function onRead(target: Db, hook: () => void): Db {
+  const wrap = (collection: Collection<Document>): Collection<Document> =>
+    new Proxy(collection, {
+      get(c, prop, receiver) {
+        const value = Reflect.get(c, prop, receiver) as unknown;
+        if (prop !== "findOne" || typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          hook();
+          return (value as (...a: unknown[]) => unknown).apply(c, args);
+        };
+      },
+    });
+  return new Proxy(target, {
+    get(d, prop, receiver) {
+      if (prop !== "collection") return Reflect.get(d, prop, receiver) as unknown;
+      return (name: string) => wrap(d.collection(name));
+    },
+  });
+}
+
 /** A store on its own collection with a clock the test moves. */
 function storeWithClock(start = Date.UTC(2024, 10, 29, 10)) {
   const clock = { now: start };
@@ -59,7 +80,7 @@ describe("MongoIdempotencyStore", () => {
     const { store, clock } = storeWithClock();
     const key = uniqueName("key_");
     const req = request(key, "executor-a");
-    expect(await store.claim(req)).toEqual({ kind: "claimed", attempt: 1 });
+    expect(await store.claim(req)).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: clock.now });
 
     clock.now += 4_000;
     expect(await store.claim({ ...req, owner: "executor-b" })).toEqual({ kind: "busy", retryAfterMs: 6_000, owner: "executor-a" });
@@ -125,13 +146,14 @@ describe("MongoIdempotencyStore", () => {
     const { store, clock } = storeWithClock();
     const key = uniqueName("key_");
     const req = request(key, "executor-a");
-    expect(await store.claim(req)).toEqual({ kind: "claimed", attempt: 1 });
+    const claimedAt = clock.now;
+    expect(await store.claim(req)).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: claimedAt });
 
     clock.now += LEASE_MS - 1;
     expect((await store.claim({ ...req, owner: "executor-b" })).kind).toBe("busy");
     clock.now += 1;
     const takeover = await store.claim({ ...req, owner: "executor-b" });
-    expect(takeover).toEqual({ kind: "taken_over", attempt: 2, previousOwner: "executor-a" });
+    expect(takeover).toEqual({ kind: "taken_over", attempt: 2, previousOwner: "executor-a", abandoned: 1, firstClaimAt: claimedAt });
 
     // The paused "zombie" wakes up: it can neither extend its lease nor publish a result.
     expect(await store.renew(key, "executor-a", 1, LEASE_MS)).toBe(false);
@@ -206,7 +228,7 @@ describe("MongoIdempotencyStore", () => {
     expect(await other.complete(key, "rescuer", 2, success(req.callId, "done"))).toBe(true);
     clock.now += 60_000;
     expect(await other.purgeCompleted(new Date(clock.now))).toBe(1);
-    expect(await other.claim({ ...req, owner: "next" })).toEqual({ kind: "claimed", attempt: 1 });
+    expect(await other.claim({ ...req, owner: "next" })).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: clock.now });
     // The zombie's own store instance still remembers owning attempt 1 of the old generation.
     expect(await store.complete(key, "zombie", 1, success(req.callId, "zombie"))).toBe(false);
     expect(await store.renew(key, "zombie", 1, LEASE_MS)).toBe(false);
@@ -248,6 +270,84 @@ describe("MongoIdempotencyStore", () => {
     expect(left).toEqual(["at-cutoff", "in-flight-old", "recent"]);
     expect(await store.purgeCompleted(new Date(t0 + 60_000))).toBe(0);
     // A purged key is free again.
-    expect(await store.claim(request("old-1", "executor-b"))).toEqual({ kind: "claimed", attempt: 1 });
+    expect(await store.claim(request("old-1", "executor-b"))).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: clock.now });
+  });
+  it("schedules a retry: nobody starts the next attempt before notBefore, then exactly one of 8 does", async () => {
+    const { store, clock, collection } = storeWithClock();
+    const key = uniqueName("key_");
+    const req = request(key, "executor-a");
+    const t0 = clock.now;
+    await store.claim(req);
+    const failed = failure(req.callId, "UPSTREAM_UNAVAILABLE", "try later");
+    expect(await store.scheduleRetry(key, "executor-a", 1, failed, new Date(t0 + 2_000))).toBe(true);
+    // The failed attempt can neither complete nor retry again.
+    expect(await store.complete(key, "executor-a", 1, success(req.callId, "late"))).toBe(false);
+    expect(await store.scheduleRetry(key, "executor-a", 1, failed, new Date(t0 + 4_000))).toBe(false);
+
+    clock.now = t0 + 1_500;
+    expect(await store.claim({ ...req, owner: "executor-b" })).toEqual({ kind: "busy", retryAfterMs: 500, owner: "executor-a" });
+
+    clock.now = t0 + 2_000;
+    const stores = Array.from({ length: 8 }, () => new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 }));
+    const outcomes = await Promise.all(stores.map((s, i) => s.claim(request(key, `executor-${i}`))));
+    const claimed = outcomes.filter((o) => o.kind === "claimed");
+    expect(claimed).toEqual([{ kind: "claimed", attempt: 2, firstClaimAt: t0 }]);
+    expect(outcomes.filter((o) => o.kind === "busy")).toHaveLength(7);
+    const winner = outcomes.findIndex((o) => o.kind === "claimed");
+
+    // The winner's lease can be renewed; the attempt completes once and is replayed with its number.
+    expect(await stores[winner]!.renew(key, `executor-${winner}`, 2, LEASE_MS)).toBe(true);
+    expect(await stores[(winner + 1) % 8]!.complete(key, `executor-${(winner + 1) % 8}`, 2, success(req.callId, "not mine"))).toBe(false);
+    const result = success(req.callId, "second attempt");
+    expect(await stores[winner]!.complete(key, `executor-${winner}`, 2, result)).toBe(true);
+    expect(await store.claim(req)).toEqual({ kind: "replay", result, attempt: 2 });
+  });
+
+  it("takes over a retried attempt whose owner died, counting the abandoned attempts", async () => {
+    const { store, clock, collection } = storeWithClock();
+    const key = uniqueName("key_");
+    const req = request(key, "executor-a");
+    const t0 = clock.now;
+    await store.claim(req);
+    await store.scheduleRetry(key, "executor-a", 1, failure(req.callId, "RATE_LIMITED", "slow down"), new Date(t0));
+    const b = new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 });
+    expect(await b.claim({ ...req, owner: "executor-b" })).toMatchObject({ kind: "claimed", attempt: 2 });
+
+    clock.now += LEASE_MS + 1;
+    const c = new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 });
+    expect(await c.claim({ ...req, owner: "executor-c" })).toEqual({
+      kind: "taken_over",
+      attempt: 3,
+      previousOwner: "executor-b",
+      abandoned: 1,
+      firstClaimAt: t0,
+    });
+    // The paused owner of attempt 2 wakes: fenced for completion, retry and renewal alike.
+    expect(await b.complete(key, "executor-b", 2, success(req.callId, "zombie"))).toBe(false);
+    expect(await b.scheduleRetry(key, "executor-b", 2, failure(req.callId, "RATE_LIMITED", "x"), new Date(clock.now))).toBe(false);
+    expect(await b.renew(key, "executor-b", 2, LEASE_MS)).toBe(false);
+
+    clock.now += LEASE_MS + 1;
+    expect(await store.claim({ ...req, owner: "executor-d" })).toMatchObject({ kind: "taken_over", attempt: 4, previousOwner: "executor-c", abandoned: 2 });
+  });
+
+  it("never lets a retry and a takeover of the same attempt both succeed", async () => {
+    const { store, clock, collection } = storeWithClock();
+    const keys = Array.from({ length: 16 }, () => uniqueName("key_"));
+    for (const key of keys) await store.claim(request(key, "slow"));
+    clock.now += LEASE_MS + 1;
+    const races = await Promise.all(
+      keys.map(async (key) => {
+        let late: Promise<boolean> | undefined;
+        const wakes = (): void => {
+          late ??= store.scheduleRetry(key, "slow", 1, failure(newCallId(), "UPSTREAM_UNAVAILABLE", "x"), new Date(clock.now));
+        };
+        const rescuer = new MongoIdempotencyStore(onRead(db, wakes), { collection, now: () => clock.now });
+        const claim = await rescuer.claim(request(key, "rescuer"));
+        return { retried: await late!, claim: claim.kind };
+      }),
+    );
+    // Either the retry landed first (the rescuer starts attempt 2 as a clean retry) or the takeover did.
+    for (const race of races) expect(race).toEqual(race.retried ? { retried: true, claim: "claimed" } : { retried: false, claim: "taken_over" });
   });
 });

@@ -5,15 +5,21 @@ import { InsertBatcher } from "./insert-batcher.js";
 
 /** What a claim on an idempotency key found. */
 export type ClaimOutcome =
-  /** No record existed: this executor owns the key at `attempt` 1 and may run the tool. */
-  | { kind: "claimed"; attempt: number }
-  /** A previous owner's lease expired before it completed: this executor now owns `attempt`; the effect may or may not have happened. */
-  | { kind: "taken_over"; attempt: number; previousOwner: string }
+  /**
+   * This executor owns `attempt` and may run the tool: attempt 1 of a new key, or the attempt that follows a
+   * retryable failure (which had no effect). `firstClaimAt` is when attempt 1 was claimed (epoch ms).
+   */
+  | { kind: "claimed"; attempt: number; firstClaimAt: number }
+  /**
+   * A previous owner's lease expired before it completed: this executor now owns `attempt`; the effect may or
+   * may not have happened. `abandoned` counts the attempts of this key that ended that way, this one included.
+   */
+  | { kind: "taken_over"; attempt: number; previousOwner: string; abandoned: number; firstClaimAt: number }
   /** The key completed earlier with the same arguments: replay the stored result. */
   | { kind: "replay"; result: ResultEnvelope; attempt: number }
   /** The key was used with different arguments. */
   | { kind: "conflict"; storedArgsHash: string }
-  /** Another executor holds a live lease: try again after `retryAfterMs`. */
+  /** Another executor holds a live lease, or the next attempt may not start yet: try again after `retryAfterMs`. */
   | { kind: "busy"; retryAfterMs: number; owner: string };
 
 export interface ClaimRequest {
@@ -36,6 +42,11 @@ export interface IdempotencyStore {
   renew(key: string, owner: string, attempt: number, leaseMs: number): Promise<boolean>;
   /** Stores the result; false when this owner/attempt was fenced out and must publish nothing. */
   complete(key: string, owner: string, attempt: number, result: ResultEnvelope): Promise<boolean>;
+  /**
+   * Ends `attempt` with a retryable failure that had no effect: attempt + 1 may be claimed from `notBefore` on
+   * (by any executor). False when this owner/attempt was fenced out and must neither retry nor publish.
+   */
+  scheduleRetry(key: string, owner: string, attempt: number, result: ResultEnvelope, notBefore: Date): Promise<boolean>;
   /** Deletes completed records older than `before` (explicit retention: no TTL indexes). Returns the count. */
   purgeCompleted(before: Date): Promise<number>;
 }
@@ -57,22 +68,26 @@ export interface IdempotencyRecord {
 }
 
 /**
- * Step `n` (from 2) of a key's generation: either attempt `n` starts (a takeover) or attempt `n - 1`
- * completed. Both claim the same unique `_id`, so exactly one of them happens: this insert is the
- * compare-and-set, and a document is never updated by anyone but the owner of its attempt.
+ * Step `n` (from 2) of a key's generation: attempt `n` starts (a takeover), attempt `n - 1` completed (done),
+ * or attempt `n - 1` failed retryably and attempt `n` may start later (retry). All claim the same unique `_id`,
+ * so exactly one of them happens: this insert is the compare-and-set, and a document is never updated by
+ * anyone but the owner of its attempt. After a retry step, attempt `n` starts with the unique insert of
+ * `<gen>:<n>:start` (kind `start`), the compare-and-set among the executors that want to run it.
  */
 export interface IdempotencyStep {
-  /** `<gen>:<n>` */
+  /** `<gen>:<n>`, or `<gen>:<n>:start` */
   _id: string;
   key: string;
   gen: string;
   n: number;
-  kind: "takeover" | "done";
-  /** The attempt that starts (`takeover`, = n) or that completed (`done`, = n - 1). */
+  kind: "takeover" | "done" | "retry" | "start";
+  /** The attempt that starts (`takeover`, `start`: = n) or that ended (`done`, `retry`: = n - 1). */
   attempt: number;
   owner: string;
-  /** Lease of a takeover's attempt; only its owner renews it. */
+  /** Lease of the attempt that starts (`takeover`, `start`); only its owner renews it. */
   lease_until?: Date;
+  /** `retry`: attempt `n` may not start before this. */
+  not_before?: Date;
   /**
    * The result envelope as JSON text: tool data is untrusted and may hold keys such as "$ref" or "a.b",
    * which a document field cannot (FerretDB refuses them, MongoDB restricts them).
@@ -81,7 +96,13 @@ export interface IdempotencyStep {
   at: Date;
 }
 
-type KeyState = { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number } | { kind: "done"; attempt: number; result: ResultEnvelope };
+type KeyState =
+  | { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number; abandoned: number }
+  | { kind: "retry_wait"; attempt: number; owner: string; notBefore: number; abandoned: number }
+  | { kind: "done"; attempt: number; result: ResultEnvelope };
+
+/** Which document holds an attempt's owner and lease: the key (attempt 1), its takeover step, or its start step. */
+type LeaseDoc = "key" | "step" | "start";
 
 /** An attempt this instance owns, and since when (its clock). */
 interface Ownership {
@@ -89,6 +110,7 @@ interface Ownership {
   owner: string;
   attempt: number;
   since: number;
+  doc: LeaseDoc;
 }
 
 const MAX_CLAIM_ROUNDS = 5;
@@ -97,6 +119,10 @@ const MAX_CACHED_OWNERSHIPS = 10_000;
 
 function stepId(gen: string, n: number): string {
   return `${gen}:${n}`;
+}
+
+function startId(gen: string, n: number): string {
+  return `${gen}:${n}:start`;
 }
 
 /**
@@ -146,8 +172,8 @@ export class MongoIdempotencyStore implements IdempotencyStore {
           created_at: new Date(now),
         });
         if (inserted === "inserted") {
-          this.#remember(request.key, { gen, owner: request.owner, attempt: 1, since: now });
-          return { kind: "claimed", attempt: 1 };
+          this.#remember(request.key, { gen, owner: request.owner, attempt: 1, since: now, doc: "key" });
+          return { kind: "claimed", attempt: 1, firstClaimAt: now };
         }
       }
       const key = await this.#keys.findOne({ _id: request.key });
@@ -157,6 +183,28 @@ export class MongoIdempotencyStore implements IdempotencyStore {
       if (key.args_hash !== request.argsHash) return { kind: "conflict", storedArgsHash: key.args_hash };
       const state = await this.#state(key);
       if (state.kind === "done") return { kind: "replay", result: state.result, attempt: state.attempt };
+      const firstClaimAt = key.created_at.getTime();
+      if (state.kind === "retry_wait") {
+        const wait = state.notBefore - now;
+        if (wait > 0) return { kind: "busy", retryAfterMs: wait, owner: state.owner };
+        // The failed attempt had no effect: whoever inserts the start of the next one runs it.
+        const started = await this.#insertStep({
+          _id: startId(key.gen, state.attempt),
+          key: request.key,
+          gen: key.gen,
+          n: state.attempt,
+          kind: "start",
+          attempt: state.attempt,
+          owner: request.owner,
+          lease_until: new Date(now + request.leaseMs),
+          at: new Date(now),
+        });
+        if (started) {
+          this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt: state.attempt, since: now, doc: "start" });
+          return { kind: "claimed", attempt: state.attempt, firstClaimAt };
+        }
+        continue;
+      }
       const remaining = state.leaseUntil - now;
       if (remaining > 0) return { kind: "busy", retryAfterMs: remaining, owner: state.owner };
       // The lease expired: the next step is ours unless another executor took over, or the owner completed, first.
@@ -173,47 +221,60 @@ export class MongoIdempotencyStore implements IdempotencyStore {
         at: new Date(now),
       });
       if (took) {
-        this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt, since: now });
-        return { kind: "taken_over", attempt, previousOwner: state.owner };
+        this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt, since: now, doc: "step" });
+        return { kind: "taken_over", attempt, previousOwner: state.owner, abandoned: state.abandoned + 1, firstClaimAt };
       }
     }
     return { kind: "busy", retryAfterMs: request.leaseMs, owner: "unknown" };
   }
 
   async renew(key: string, owner: string, attempt: number, leaseMs: number): Promise<boolean> {
-    const gen = await this.#ownedGeneration(key, owner, attempt);
-    if (gen === undefined || (await this.#superseded(gen, attempt))) return false;
+    const owned = await this.#ownedAttempt(key, owner, attempt);
+    if (owned === undefined || (await this.#superseded(owned.gen, attempt))) return false;
     const leaseUntil = new Date(this.#now() + leaseMs);
     // Only the attempt's owner writes its lease, so this plain update has no competing writer.
     const r =
-      attempt === 1
-        ? await this.#keys.updateOne({ _id: key, gen, owner }, { $set: { lease_until: leaseUntil } })
-        : await this.#steps.updateOne({ _id: stepId(gen, attempt), owner, kind: "takeover" }, { $set: { lease_until: leaseUntil } });
+      owned.doc === "key"
+        ? await this.#keys.updateOne({ _id: key, gen: owned.gen, owner }, { $set: { lease_until: leaseUntil } })
+        : await this.#steps.updateOne(
+            { _id: owned.doc === "step" ? stepId(owned.gen, attempt) : startId(owned.gen, attempt), owner },
+            { $set: { lease_until: leaseUntil } },
+          );
     // A takeover that landed meanwhile makes the renewed lease worthless.
-    return r.matchedCount === 1 && !(await this.#superseded(gen, attempt));
+    return r.matchedCount === 1 && !(await this.#superseded(owned.gen, attempt));
   }
 
   async complete(key: string, owner: string, attempt: number, result: ResultEnvelope): Promise<boolean> {
+    return this.#end(key, owner, attempt, result, "done");
+  }
+
+  async scheduleRetry(key: string, owner: string, attempt: number, result: ResultEnvelope, notBefore: Date): Promise<boolean> {
+    return this.#end(key, owner, attempt, result, "retry", notBefore);
+  }
+
+  /** Inserts the step that ends `attempt` (the compare-and-set against a takeover of it). */
+  async #end(key: string, owner: string, attempt: number, result: ResultEnvelope, kind: "done" | "retry", notBefore?: Date): Promise<boolean> {
     const cached = this.#owned.get(key);
-    const gen = await this.#ownedGeneration(key, owner, attempt);
-    if (gen === undefined) return false;
+    const owned = await this.#ownedAttempt(key, owner, attempt);
+    if (owned === undefined) return false;
     const now = this.#now();
-    const recent = cached !== undefined && cached.gen === gen && now - cached.since < this.#minRetentionMs;
+    const recent = cached !== undefined && cached.gen === owned.gen && now - cached.since < this.#minRetentionMs;
     const stored = await this.#insertStep({
-      _id: stepId(gen, attempt + 1),
+      _id: stepId(owned.gen, attempt + 1),
       key,
-      gen,
+      gen: owned.gen,
       n: attempt + 1,
-      kind: "done",
+      kind,
       attempt,
       owner,
       result_json: JSON.stringify(result),
+      ...(notBefore ? { not_before: notBefore } : {}),
       at: new Date(now),
     });
     this.#owned.delete(key);
     if (!stored) return false;
     // A zombie paused past retention could insert into a purged generation: it must find its key gone.
-    return recent || (await this.#keys.countDocuments({ _id: key, gen }, { limit: 1 })) > 0;
+    return recent || (await this.#keys.countDocuments({ _id: key, gen: owned.gen }, { limit: 1 })) > 0;
   }
 
   async purgeCompleted(before: Date): Promise<number> {
@@ -230,25 +291,45 @@ export class MongoIdempotencyStore implements IdempotencyStore {
 
   /** Where the key stands: the last step of its generation decides. */
   async #state(key: IdempotencyRecord): Promise<KeyState> {
-    let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime() };
+    let abandoned = 0;
+    let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime(), abandoned };
     for (let n = 2; n < MAX_STEPS; n++) {
       const step = await this.#steps.findOne({ _id: stepId(key.gen, n) });
       if (!step) return state;
-      if (step.kind === "done") return { kind: "done", attempt: step.attempt, result: JSON.parse(step.result_json ?? "null") as ResultEnvelope };
-      state = { kind: "in_flight", attempt: step.attempt, owner: step.owner, leaseUntil: step.lease_until?.getTime() ?? 0 };
+      switch (step.kind) {
+        case "done":
+          return { kind: "done", attempt: step.attempt, result: JSON.parse(step.result_json ?? "null") as ResultEnvelope };
+        case "takeover":
+          abandoned += 1;
+          state = { kind: "in_flight", attempt: n, owner: step.owner, leaseUntil: step.lease_until?.getTime() ?? 0, abandoned };
+          break;
+        case "retry": {
+          const start = await this.#steps.findOne({ _id: startId(key.gen, n) });
+          state = start
+            ? { kind: "in_flight", attempt: n, owner: start.owner, leaseUntil: start.lease_until?.getTime() ?? 0, abandoned }
+            : { kind: "retry_wait", attempt: n, owner: step.owner, notBefore: step.not_before?.getTime() ?? 0, abandoned };
+          break;
+        }
+        case "start":
+          // Never stored under a plain step id.
+          return state;
+      }
     }
     return state;
   }
 
-  /** The generation of `key` when `owner` holds (or held) `attempt` of it; undefined otherwise. */
-  async #ownedGeneration(key: string, owner: string, attempt: number): Promise<string | undefined> {
+  /** The generation of `key`, and where the lease lives, when `owner` holds (or held) `attempt` of it. */
+  async #ownedAttempt(key: string, owner: string, attempt: number): Promise<{ gen: string; doc: LeaseDoc } | undefined> {
     const cached = this.#owned.get(key);
-    if (cached && cached.owner === owner && cached.attempt === attempt) return cached.gen;
+    if (cached && cached.owner === owner && cached.attempt === attempt) return { gen: cached.gen, doc: cached.doc };
     const record = await this.#keys.findOne({ _id: key });
     if (!record) return undefined;
-    if (attempt === 1) return record.owner === owner ? record.gen : undefined;
+    if (attempt === 1) return record.owner === owner ? { gen: record.gen, doc: "key" } : undefined;
     const step = await this.#steps.findOne({ _id: stepId(record.gen, attempt) });
-    return step?.kind === "takeover" && step.owner === owner ? record.gen : undefined;
+    if (step?.kind === "takeover") return step.owner === owner ? { gen: record.gen, doc: "step" } : undefined;
+    if (step?.kind !== "retry") return undefined;
+    const start = await this.#steps.findOne({ _id: startId(record.gen, attempt) });
+    return start?.owner === owner ? { gen: record.gen, doc: "start" } : undefined;
   }
 
   async #superseded(gen: string, attempt: number): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { JsonValue } from "@toolgate/contracts";
 import { InsertBatcher } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
 
@@ -10,6 +11,8 @@ export interface EffectRecord {
   call_id: string;
   executor: string;
   at: Date;
+  /** What the tool answered for this effect, as JSON text (tool data may hold keys a document cannot). */
+  data_json?: string;
 }
 
 /**
@@ -27,9 +30,26 @@ export class EffectLedger {
     this.#executor = executor;
   }
 
-  /** Records one effect; resolves once it is durable. */
-  async record(tool: string, idempotencyKey: string, callId: string): Promise<void> {
-    await this.#inserts.insert({ _id: randomUUID(), tool, idempotency_key: idempotencyKey, call_id: callId, executor: this.#executor, at: new Date() });
+  /** Records one effect (and what the tool answered for it); resolves with its id once it is durable. */
+  async record(tool: string, idempotencyKey: string, callId: string, data?: JsonValue): Promise<string> {
+    const id = randomUUID();
+    await this.#inserts.insert({
+      _id: id,
+      tool,
+      idempotency_key: idempotencyKey,
+      call_id: callId,
+      executor: this.#executor,
+      at: new Date(),
+      ...(data === undefined ? {} : { data_json: JSON.stringify(data) }),
+    });
+    return id;
+  }
+
+  /** The first effect recorded under `idempotencyKey`, if any: what a status check reports. */
+  async find(idempotencyKey: string): Promise<{ id: string; data: JsonValue | undefined } | undefined> {
+    const found = await this.#effects.findOne({ idempotency_key: idempotencyKey }, { sort: { at: 1 } });
+    if (!found) return undefined;
+    return { id: found._id, data: found.data_json === undefined ? undefined : (JSON.parse(found.data_json) as JsonValue) };
   }
 }
 

@@ -1,3 +1,4 @@
+import { verifyAndConsume, type ApprovalLedger } from "@toolgate/approvals";
 import { ACK, retryLater, terminate, type Delivery, type Disposition, type EventBus, type EventHandler } from "@toolgate/bus";
 import {
   canonicalHash,
@@ -8,16 +9,18 @@ import {
   type CallEventOf,
   type CallEventOrigin,
   type DecisionVerifier,
-  type JsonValue,
   type ResultEnvelope,
   type ToolgateEvent,
 } from "@toolgate/contracts";
-import type { CompiledTool, ToolContext, ToolDefinition, ToolRegistry } from "@toolgate/registry";
-import type { IdempotencyStore } from "@toolgate/storage";
+import type { CompiledTool, ToolRegistry } from "@toolgate/registry";
+import type { ClaimOutcome, IdempotencyStore } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
 import { idempotencyKey, keyDigest } from "./idempotency-key.js";
-import { runTool, type ToolRun } from "./run-tool.js";
+import { hasSideEffect, judgeRun, type Evidence } from "./judge-run.js";
+import type { OperationTracker } from "./operations.js";
+import { decideRetry, retryAfterOf } from "./retry-policy.js";
+import type { ToolInvoker } from "./tool-invoker.js";
 
 /** Operator-facing details of a failure the model only sees as a code and an `evidence_ref`. */
 export interface EvidenceRecord {
@@ -31,48 +34,56 @@ export interface EvidenceRecord {
   at: Date;
 }
 
+/** A call the executor gave up on: its terminal result is EXECUTION_ERROR and a `dead_lettered` event was published. */
+export interface DeadLetterRecord {
+  /** The call id: one dead letter per call. */
+  _id: string;
+  call_id: string;
+  run_id: string;
+  tool: string;
+  reason: string;
+  deliveries: number;
+  attempt: number;
+  executor: string;
+  /** The authorized event as JSON text, for an operator to inspect or replay. */
+  event_json: string;
+  at: Date;
+}
+
 export interface ExecutorDeps {
   bus: EventBus;
-  registry: ToolRegistry;
-  /** In-process implementations by tool name, with their optional object and state layers. */
-  definitions: ReadonlyMap<string, ToolDefinition>;
+  /** The contracts in force (the catalog): a decision's exact version is resolved by its hash. */
+  contracts: { registry(): ToolRegistry; resolve(hash: string): Promise<CompiledTool | undefined> };
+  invoker: ToolInvoker;
   store: IdempotencyStore;
+  operations: OperationTracker;
   verifier: DecisionVerifier;
+  /** Human approvals: consumed once, by the presentation that runs the approved plan. */
+  approvals: ApprovalLedger;
   evidence: Collection<EvidenceRecord>;
+  deadLetters: Collection<DeadLetterRecord>;
   executorId: string;
   leaseMarginMs: number;
+  /** The delivery that reaches this count runs no tool: it ends the call. */
+  maxDeliveries: number;
+  /** Attempts of an idempotent call abandoned by dead executors before it counts as a poison message. */
+  maxAbandonedAttempts: number;
+  /** The consumer's ack wait: a running call tells the server it is alive well within it. */
+  ackWaitMs: number;
   logger: Logger;
-  /** Aborted when the process stops: running tools see it through their AbortSignal. */
-  shutdown: AbortSignal;
   now?: () => number;
+  random?: () => number;
+  sleep?: (ms: number) => Promise<void>;
 }
 
 type Authorized = CallEventOf<"authorized">;
 
-/**
- * The handler preceded by the tool's object layer (ids must resolve to exactly one object) and state layer
- * (the objects' state must allow the action), all within the contract's timeout.
- */
-function withLayers(definition: ToolDefinition): ToolDefinition["handler"] {
-  const { resolve, precheck, handler } = definition;
-  if (!resolve && !precheck) return handler;
-  return async (args, ctx: ToolContext) => {
-    let objects: Record<string, JsonValue> = {};
-    if (resolve) {
-      const resolved = await resolve(args, ctx);
-      if (!resolved.ok) return { ok: false, code: resolved.code, message: resolved.message };
-      objects = resolved.objects;
-    }
-    if (precheck) {
-      const checked = await precheck(args, objects, ctx);
-      if (!checked.ok) return { ok: false, code: checked.code, message: checked.message };
-    }
-    return handler(args, ctx);
-  };
-}
+/** First wait before a delivery that found its key held by another attempt looks again; doubles per delivery. */
+const BUSY_RECHECK_MS = 200;
+type Owned = Extract<ClaimOutcome, { kind: "claimed" | "taken_over" }>;
 
 /** Why an authorization is refused before anything runs. */
-function refusal(event: Authorized, verifier: DecisionVerifier): string | undefined {
+function refusal(event: Authorized, verifier: DecisionVerifier): CallEventOf<"refused">["payload"]["reason"] | undefined {
   const { decision, signature, arguments: args } = event.payload;
   const signatureProblem = verifier.check(decision, signature);
   if (signatureProblem) return signatureProblem;
@@ -82,173 +93,335 @@ function refusal(event: Authorized, verifier: DecisionVerifier): string | undefi
   return undefined;
 }
 
+const REFUSAL_DETAIL: Record<CallEventOf<"refused">["payload"]["reason"], string> = {
+  unknown_key: "the decision is signed by a key this executor does not trust",
+  bad_signature: "the decision's signature does not verify",
+  decision_for_another_call: "the decision was issued for another call",
+  envelope_tool_mismatch: "the event names another contract than the decision",
+  arguments_not_bound: "the arguments are not the ones the decision was signed for",
+  approval_invalid: "the approval does not match the call",
+};
+
 /**
- * Executes each signed `authorized` call at most once per idempotency key and publishes its terminal event.
- * A fenced-out executor (its lease was taken over) publishes nothing; the current owner will.
+ * Executes each signed `authorized` call at most once per idempotency key and publishes exactly one terminal
+ * event for it. Claims are fenced: an executor whose attempt was taken over publishes nothing. Retryable
+ * failures are retried through the stream (the redelivery delay is the backoff), an unknown outcome is
+ * reconciled through the tool's status check, and a call whose deliveries run out is dead-lettered.
+ *
+ * Sequence numbers: after `authorized` (seq s), attempt a's `started` is s + 2a - 1 and its end s + 2a.
  */
 export function executorHandler(deps: ExecutorDeps): EventHandler {
   const now = deps.now ?? Date.now;
+  const random = deps.random ?? Math.random;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const log = deps.logger;
 
-  async function publishTerminal(origin: CallEventOrigin, result: ResultEnvelope, attempt: number, durationMs: number): Promise<void> {
+  async function publishTerminal(origin: CallEventOrigin, result: ResultEnvelope, attempt: number, seq: number, durationMs: number): Promise<void> {
+    const at = { ...origin, seq: seq - 1 };
     const event =
       !result.ok && result.error.code === "OUTCOME_UNKNOWN"
-        ? nextCallEvent(origin, "outcome_unknown", "executor", { result, duration_ms: durationMs }, { attempt })
-        : nextCallEvent(origin, "completed", "executor", { result, duration_ms: durationMs }, { attempt });
+        ? nextCallEvent(at, "outcome_unknown", "executor", { result, duration_ms: durationMs }, { attempt })
+        : nextCallEvent(at, "completed", "executor", { result, duration_ms: durationMs }, { attempt });
     await deps.bus.publish(event);
   }
 
-  async function recordEvidence(ref: string, event: Authorized, attempt: number, kind: string, detail: unknown): Promise<void> {
+  async function recordEvidence(ref: string, callId: string, tool: string, attempt: number, evidence: Evidence): Promise<void> {
     await deps.evidence
-      .insertOne({ _id: ref, call_id: event.call_id, tool: event.payload.decision.tool.name, attempt, executor: deps.executorId, kind, detail, at: new Date() })
-      .catch((error: unknown) => log.warn({ err: error, evidence_ref: ref }, "could not store evidence"));
-  }
-
-  async function resultOf(run: ToolRun, tool: CompiledTool, event: Authorized, attempt: number): Promise<ResultEnvelope> {
-    const callId = event.call_id;
-    const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
-    switch (run.kind) {
-      case "timed_out":
-        // A read can be retried safely; a write may have happened, so it is reconciled, never guessed.
-        return tool.contract.side_effect === "none" || tool.contract.side_effect === "read"
-          ? failure(callId, "TIMEOUT", `${tool.contract.name} did not answer within ${tool.contract.timeout_ms} ms`, { retryable: true })
-          : failure(
-              callId,
-              "OUTCOME_UNKNOWN",
-              `${tool.contract.name} did not answer within ${tool.contract.timeout_ms} ms; its effect is unknown and will be reconciled`,
-            );
-      case "threw": {
-        const error = run.error as Error;
-        await recordEvidence(evidenceRef, event, attempt, "exception", { name: error?.name, message: error?.message, stack: error?.stack });
-        log.warn({ err: run.error, call_id: callId, evidence_ref: evidenceRef }, "tool threw");
-        return failure(callId, "EXECUTION_ERROR", `${tool.contract.name} failed`, { evidence_ref: evidenceRef });
-      }
-      case "returned": {
-        const outcome = run.outcome;
-        if (outcome.ok === "accepted") {
-          return success(callId, { operation_id: outcome.operation_id, state: "accepted" }, { operation_id: outcome.operation_id });
-        }
-        if (!outcome.ok) {
-          return failure(callId, outcome.code, outcome.message.slice(0, 1024), {
-            ...(outcome.details ? { details: outcome.details } : {}),
-            ...(outcome.retryable === undefined ? {} : { retryable: outcome.retryable }),
-          });
-        }
-        const checked = deps.registry.checkResult(tool, outcome.data);
-        if (!checked.ok) {
-          await recordEvidence(evidenceRef, event, attempt, checked.code, { message: checked.message, violations: checked.violations });
-          return failure(
-            callId,
-            checked.code,
-            checked.code === "RESULT_TOO_LARGE" ? checked.message : `${tool.contract.name} returned a result that does not match its contract`,
-            {
-              evidence_ref: evidenceRef,
-            },
-          );
-        }
-        return success(callId, outcome.data, outcome.truncated ? { truncated: true } : {});
-      }
-    }
+      .insertOne({ _id: ref, call_id: callId, tool, attempt, executor: deps.executorId, kind: evidence.kind, detail: evidence.detail, at: new Date() })
+      .catch((error: unknown) => {
+        // A redelivered attempt stores the same reference again: the first record stands.
+        if ((error as { code?: unknown }).code !== 11000) log.warn({ err: error, evidence_ref: ref }, "could not store evidence");
+      });
   }
 
   async function execute(event: Authorized, delivery: Delivery): Promise<Disposition> {
+    const origin = originOf(event);
+    const s = event.seq;
+    const callId = event.call_id;
     const reason = refusal(event, deps.verifier);
     if (reason) {
-      log.warn({ call_id: event.call_id, reason, stream_seq: delivery.streamSeq }, "authorization refused");
-      return terminate(`authorization refused: ${reason}`);
-    }
-    const { decision, arguments: args } = event.payload;
-    const origin = originOf(event);
-    if (Date.parse(decision.expires_at) <= now()) {
-      await publishTerminal(origin, failure(event.call_id, "PERMISSION_DENIED", "the authorization expired before the call could run"), 1, 0);
+      log.warn({ call_id: callId, reason, stream_seq: delivery.streamSeq }, "authorization refused");
+      // Nothing runs. The call still ends (its caller, and any lock held for it, must not wait forever).
+      await deps.bus.publish(nextCallEvent(origin, "refused", "executor", { reason, detail: REFUSAL_DETAIL[reason] }));
+      await publishTerminal(origin, failure(callId, "PERMISSION_DENIED", "the authorization for this call could not be verified; nothing ran"), 1, s + 2, 0);
       return ACK;
     }
-    const tool = deps.registry.get(decision.tool.name);
-    const definition = deps.definitions.get(decision.tool.name);
-    if (!tool || !definition || tool.hash !== decision.tool.hash || !tool.contract.enabled) {
+    const { decision, arguments: args } = event.payload;
+    const tool = await deps.contracts.resolve(decision.tool.hash);
+    if (!tool || tool.contract.name !== decision.tool.name || !tool.contract.enabled) {
       // Never act on a contract other than the one the call was validated against.
       await publishTerminal(
         origin,
-        failure(event.call_id, "TOOL_DISABLED", `${decision.tool.name}@${decision.tool.version} is not available on this executor`),
+        failure(callId, "TOOL_DISABLED", `${decision.tool.name}@${decision.tool.version} is not available on this executor`),
         1,
+        s + 2,
         0,
       );
+      return ACK;
+    }
+    // The plan hash is re-computed over what is about to run and the approval consumed once, before anything
+    // else touches the call. A redelivery of this message is the same presentation and passes again.
+    const approval = await verifyAndConsume(deps.approvals, {
+      decision,
+      arguments: args,
+      contract: { approval: tool.contract.approval, resources: tool.contract.resources },
+      presentation: `stream:${delivery.streamSeq}`,
+      consumer: deps.executorId,
+      now: new Date(now()),
+    });
+    if (!approval.ok) {
+      log.warn({ call_id: callId, code: approval.code, detail: approval.detail, stream_seq: delivery.streamSeq }, "approval refused");
+      await deps.bus.publish(nextCallEvent(origin, "refused", "executor", { reason: "approval_invalid", detail: approval.detail }));
+      // When an earlier presentation of this call consumed the approval, that one owns the call's terminal event.
+      if (approval.terminal) await publishTerminal(origin, failure(callId, approval.code, approval.message), 1, s + 2, 0);
+      return ACK;
+    }
+    if (Date.parse(decision.expires_at) <= now()) {
+      await publishTerminal(origin, failure(callId, "PERMISSION_DENIED", "the authorization expired before the call could run"), 1, s + 2, 0);
+      return ACK;
+    }
+    const unavailable = deps.invoker.refusal(tool);
+    if (unavailable !== undefined) {
+      log.warn({ call_id: callId, tool: tool.contract.name, reason: unavailable }, "tool not available");
+      await publishTerminal(origin, failure(callId, "TOOL_DISABLED", `${tool.contract.name} is not available at the moment`), 1, s + 2, 0);
       return ACK;
     }
 
     const key = idempotencyKey(tool.contract, decision, args);
     const leaseMs = tool.contract.timeout_ms + deps.leaseMarginMs;
-    const claim = await deps.store.claim({
-      key,
-      argsHash: decision.args_hash,
-      owner: deps.executorId,
-      leaseMs,
-      callId: event.call_id,
-      runId: event.run_id,
-      tool: tool.ref,
-    });
+    const exhausted = delivery.deliveryCount >= deps.maxDeliveries;
+    const request = { key, argsHash: decision.args_hash, owner: deps.executorId, leaseMs, callId, runId: event.run_id, tool: tool.ref };
+    let claim = await deps.store.claim(request);
+    // The last delivery cannot come back later: it waits here for the holder to finish or its lease to expire
+    // (leases are never renewed past timeout + margin, so the wait is bounded) and then decides.
+    const waitUntil = now() + leaseMs + 1_000;
+    while (claim.kind === "busy" && exhausted && now() < waitUntil) {
+      await sleep(Math.min(Math.max(claim.retryAfterMs, 20), 500));
+      claim = await deps.store.claim(request);
+    }
     switch (claim.kind) {
       case "busy":
-        return retryLater(`key held by ${claim.owner}`, Math.min(Math.max(claim.retryAfterMs, 50), 5_000));
+        // The holder usually finishes well before its lease ends: look again soon, then less and less often.
+        return retryLater(`key held by ${claim.owner}`, Math.max(20, Math.min(claim.retryAfterMs, BUSY_RECHECK_MS * 2 ** (delivery.deliveryCount - 1))));
       case "conflict":
-        await publishTerminal(origin, failure(event.call_id, "IDEMPOTENCY_CONFLICT", "this operation was already requested with different arguments"), 1, 0);
+        await publishTerminal(origin, failure(callId, "IDEMPOTENCY_CONFLICT", "this operation was already requested with different arguments"), 1, s + 2, 0);
         return ACK;
       case "replay": {
-        const replayed = { ...claim.result, call_id: event.call_id, replayed: true };
-        await publishTerminal(origin, replayed, claim.attempt, 0);
+        // Worth an operator's attention: a duplicate delivery, a duplicate publish, or one business key used twice.
+        log.info(
+          { call_id: callId, tool: tool.contract.name, attempt: claim.attempt, delivery: delivery.deliveryCount },
+          "replayed the stored result of a completed key",
+        );
+        const replayed = { ...claim.result, call_id: callId, replayed: true };
+        await publishTerminal(origin, replayed, claim.attempt, s + 2 * claim.attempt, 0);
+        // The operation a replayed result names carries on under the call that started it.
+        if (claim.result.operation_id !== undefined) await deps.operations.announce(claim.result.operation_id);
         return ACK;
       }
-      case "taken_over": {
-        const safeToRepeat = tool.contract.side_effect === "none" || tool.contract.side_effect === "read" || tool.contract.idempotency.kind === "natural";
-        if (!safeToRepeat) {
-          const result = failure(
-            event.call_id,
-            "OUTCOME_UNKNOWN",
-            `a previous attempt of ${tool.contract.name} stopped before recording its outcome; it will be reconciled, not repeated`,
-          );
-          if (await deps.store.complete(key, deps.executorId, claim.attempt, result)) await publishTerminal(origin, result, claim.attempt, 0);
+      case "taken_over":
+        if (hasSideEffect(tool) && tool.contract.idempotency.kind !== "natural") {
+          // The previous attempt may have had its effect: reconcile, never repeat.
+          return finishUnknown(event, tool, key, claim, "abandoned", `a previous attempt of ${tool.contract.name} stopped before recording its outcome`, 0);
+        }
+        if (exhausted) return deadLetter(event, tool, key, claim, delivery, "deliveries exhausted");
+        if (claim.abandoned >= deps.maxAbandonedAttempts) {
+          return deadLetter(event, tool, key, claim, delivery, `${claim.abandoned} attempts were abandoned by executors that stopped (poison message)`);
+        }
+        return runAttempt(event, tool, key, claim, delivery);
+      case "claimed":
+        if (exhausted) return deadLetter(event, tool, key, claim, delivery, "deliveries exhausted");
+        return runAttempt(event, tool, key, claim, delivery);
+    }
+  }
+
+  async function runAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery): Promise<Disposition> {
+    const { attempt } = claim;
+    const origin = originOf(event);
+    const s = event.seq;
+    const callId = event.call_id;
+    const startedEvent = nextCallEvent(
+      { ...origin, seq: s + 2 * attempt - 2 },
+      "started",
+      "executor",
+      { executor_id: deps.executorId, idempotency_key_hash: keyDigest(key) },
+      { attempt },
+    );
+    // Not awaited before the tool runs (pipelining); observed at once so a failure cannot go unhandled.
+    const started = deps.bus.publish(startedEvent).then(
+      () => true,
+      () => false,
+    );
+    const { decision, arguments: args } = event.payload;
+    const run = await deps.invoker.run(tool, args, {
+      callId,
+      runId: event.run_id,
+      principal: decision.principal,
+      context: decision.context,
+      idempotencyKey: key,
+    });
+    const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
+    const judged = judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
+    // `started` goes first on this connection, so the stream stores it before whatever ends the attempt. A lost
+    // `started` is published again (same event id); it never costs the attempt's known result.
+    if (!(await started)) {
+      await deps.bus.publish(startedEvent).catch((error: unknown) => log.warn({ err: error, call_id: callId, attempt }, "could not publish started"));
+    }
+    const end = s + 2 * attempt;
+    switch (judged.kind) {
+      case "unknown":
+        if (judged.evidence) await recordEvidence(evidenceRef, callId, tool.contract.name, attempt, judged.evidence);
+        return finishUnknown(event, tool, key, claim, judged.cause, judged.message, run.durationMs, judged.evidence ? evidenceRef : undefined);
+      case "accepted": {
+        const operationId = await deps.operations.startJob({ event, tool, idempotencyKey: key, attempt, seq: end }, judged.toolOperationId);
+        const result = success(callId, { operation_id: operationId, state: "accepted" }, { operation_id: operationId });
+        return finish(event, key, attempt, result, run.durationMs, operationId);
+      }
+      case "result":
+        break;
+    }
+    const { result } = judged;
+    if (judged.evidence) await recordEvidence(evidenceRef, callId, tool.contract.name, attempt, judged.evidence);
+    if (!result.ok && result.retryable) {
+      const decision = decideRetry(
+        {
+          policy: tool.contract.retry,
+          attempt,
+          retryable: true,
+          ...(retryAfterOf(result.error.details) === undefined ? {} : { retryAfterMs: retryAfterOf(result.error.details)! }),
+          elapsedMs: now() - claim.firstClaimAt,
+        },
+        random,
+      );
+      // The retry must be able to run on a delivery that is not the last one.
+      if (decision.retry && delivery.deliveryCount + 1 < deps.maxDeliveries) {
+        const failedAt = now();
+        if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + decision.delayMs)))) {
+          log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
           return ACK;
         }
-        break;
+        await deps.bus.publish(
+          nextCallEvent(
+            { ...origin, seq: end - 1 },
+            "retry_scheduled",
+            "executor",
+            { failed_attempt: attempt, code: result.error.code, delay_ms: decision.delayMs },
+            // Stamped when the next attempt's not-before was fixed: no attempt starts before time + delay_ms.
+            { attempt, time: new Date(failedAt) },
+          ),
+        );
+        return retryLater(`retrying after ${result.error.code}`, decision.delayMs);
       }
-      case "claimed":
-        break;
     }
+    return finish(event, key, attempt, result, run.durationMs);
+  }
 
-    const attempt = claim.attempt;
-    const started = deps.bus.publish(
-      nextCallEvent(origin, "started", "executor", { executor_id: deps.executorId, idempotency_key_hash: keyDigest(key) }, { attempt }),
-    );
-    // Keep the message ours while a long tool runs.
-    const keepAlive = tool.contract.timeout_ms > 5_000 ? setInterval(() => delivery.working(), 5_000) : undefined;
-    let run: ToolRun;
-    try {
-      const context = { callId: event.call_id, runId: event.run_id, principal: decision.principal, context: decision.context, idempotencyKey: key };
-      run = await runTool(withLayers(definition), args, context, tool.contract.timeout_ms, deps.shutdown);
-    } finally {
-      clearInterval(keepAlive);
-    }
-    const result = await resultOf(run, tool, event, attempt);
-    await started;
+  /** Completes the key fenced on owner and attempt, then publishes the terminal event (and announces its operation). */
+  async function finish(
+    event: Authorized,
+    key: string,
+    attempt: number,
+    result: ResultEnvelope,
+    durationMs: number,
+    operationId?: string,
+  ): Promise<Disposition> {
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
       log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
-    // `started` went first on this connection, so the stream stores it before the terminal event.
-    await publishTerminal({ ...origin, seq: origin.seq + 1 }, result, attempt, run.durationMs);
+    await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs);
+    if (operationId !== undefined) await deps.operations.announce(operationId);
     return ACK;
+  }
+
+  async function finishUnknown(
+    event: Authorized,
+    tool: CompiledTool,
+    key: string,
+    claim: Owned,
+    cause: "timeout" | "abandoned" | "connection_lost",
+    message: string,
+    durationMs: number,
+    evidenceRef?: string,
+  ): Promise<Disposition> {
+    const { attempt } = claim;
+    const operationId = tool.contract.status_check
+      ? await deps.operations.startReconciliation({ event, tool, idempotencyKey: key, attempt, seq: event.seq + 2 * attempt }, cause)
+      : undefined;
+    const result = failure(
+      event.call_id,
+      "OUTCOME_UNKNOWN",
+      operationId
+        ? `${message}; it is being reconciled through its status check (get_operation ${operationId}), never repeated`
+        : `${message}; it has no status check, so an operator must reconcile it`,
+      { ...(operationId ? { operation_id: operationId } : {}), ...(evidenceRef ? { evidence_ref: evidenceRef } : {}) },
+    );
+    return finish(event, key, attempt, result, durationMs, operationId);
+  }
+
+  /** Ends a call that must not run again: a poison message, or a delivery with no successor. */
+  async function deadLetter(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery, reason: string): Promise<Disposition> {
+    const { attempt } = claim;
+    const evidenceRef = `evd_${event.call_id.slice(5)}_${attempt}`;
+    log.error({ call_id: event.call_id, tool: tool.contract.name, attempt, deliveries: delivery.deliveryCount, reason }, "dead-lettering a call");
+    await recordEvidence(evidenceRef, event.call_id, tool.contract.name, attempt, {
+      kind: "dead_letter",
+      detail: { reason, deliveries: delivery.deliveryCount, abandoned: claim.kind === "taken_over" ? claim.abandoned : 0 },
+    });
+    const result = failure(event.call_id, "EXECUTION_ERROR", `${tool.contract.name} could not be executed and was given up`, { evidence_ref: evidenceRef });
+    if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
+      log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+      return ACK;
+    }
+    await recordDeadLetter(event, tool.contract.name, reason, delivery.deliveryCount, attempt);
+    await deps.bus.publish(
+      nextCallEvent(
+        { ...originOf(event), seq: event.seq + 2 * attempt - 2 },
+        "dead_lettered",
+        "executor",
+        { reason, deliveries: delivery.deliveryCount },
+        { attempt },
+      ),
+    );
+    await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, 0);
+    return ACK;
+  }
+
+  async function recordDeadLetter(event: Authorized, tool: string, reason: string, deliveries: number, attempt: number): Promise<void> {
+    await deps.deadLetters
+      .insertOne({
+        _id: event.call_id,
+        call_id: event.call_id,
+        run_id: event.run_id,
+        tool,
+        reason,
+        deliveries,
+        attempt,
+        executor: deps.executorId,
+        event_json: JSON.stringify(event),
+        at: new Date(),
+      })
+      .catch((error: unknown) => {
+        if ((error as { code?: unknown }).code !== 11000) throw error;
+      });
   }
 
   return async (event: ToolgateEvent, delivery: Delivery): Promise<Disposition> => {
     if (event.kind !== "call" || event.type !== "authorized") return terminate(`executor does not handle ${event.kind}.${event.type}`);
+    // Tell the server well within its ack wait that this call is still being worked on (a long tool, a wait).
+    const keepAlive = setInterval(() => delivery.working(), Math.max(250, Math.floor(deps.ackWaitMs / 3)));
     try {
       return await execute(event, delivery);
     } catch (error) {
-      if (delivery.deliveryCount < delivery.maxDeliver) throw error;
-      // Last delivery: end the call explicitly rather than leave it without an outcome.
+      if (delivery.deliveryCount < deps.maxDeliveries) throw error;
+      // The last delivery failed too (the store or the bus kept failing, or a bug): end the call explicitly.
       log.error({ err: error, call_id: event.call_id, deliveries: delivery.deliveryCount }, "giving up on a call after its last delivery");
-      await publishTerminal(originOf(event), failure(event.call_id, "EXECUTION_ERROR", "the call could not be executed"), 1, 0);
+      const reason = "the executor failed on every delivery";
+      await recordDeadLetter(event, event.payload.decision.tool.name, reason, delivery.deliveryCount, 1);
+      await deps.bus.publish(nextCallEvent(originOf(event), "dead_lettered", "executor", { reason, deliveries: delivery.deliveryCount }));
+      await publishTerminal(originOf(event), failure(event.call_id, "EXECUTION_ERROR", "the call could not be executed"), 1, event.seq + 2, 0);
       return ACK;
+    } finally {
+      clearInterval(keepAlive);
     }
   };
 }

@@ -1,27 +1,112 @@
-import { decisionVerifier } from "@toolgate/contracts";
-import { ToolRegistry } from "@toolgate/registry";
-import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { MongoApprovalStore } from "@toolgate/approvals";
+import { decisionVerifier, newCallId, newRunId } from "@toolgate/contracts";
+import { ToolRegistry, type ToolContext } from "@toolgate/registry";
+import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoIdempotencyStore } from "@toolgate/storage";
-import { toolsetDefinitions } from "@toolgate/toolsets";
+import { toolsetContracts, toolsetDefinitions, type OperationControl } from "@toolgate/toolsets";
 import { loadConfig } from "./config.js";
-import { executorHandler, type EvidenceRecord } from "./executor-worker.js";
+import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
+import { idempotencyKey } from "./idempotency-key.js";
+import { MongoOperationStore } from "./operation-store.js";
+import { OperationTracker } from "./operations.js";
+import { ToolInvoker } from "./tool-invoker.js";
+import { HttpTransport } from "./transports/http-transport.js";
+import { McpTransport, type Quarantine } from "./transports/mcp-transport.js";
 
 const config = loadConfig(process.env);
+
+/** Renders every key template once with placeholder values, so a contract with a bad template fails the start-up. */
+function checkKeyTemplates(registry: ToolRegistry): void {
+  const probe = {
+    decision_id: "probe",
+    call_id: newCallId(),
+    run_id: newRunId(),
+    tool: { name: "probe", version: "0", hash: `sha256:${"0".repeat(64)}` },
+    args_hash: `sha256:${"0".repeat(64)}`,
+    principal: { tenant: "t", subject: "s", roles: [] },
+    context: {},
+    policy_version: "probe",
+    issued_at: new Date().toISOString(),
+    expires_at: new Date().toISOString(),
+    key_id: "probe",
+  };
+  for (const tool of registry.list()) idempotencyKey(tool.contract, probe, {});
+}
 
 await runService({
   name: "executor",
   config,
   async start({ logger }) {
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
+    const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
+    checkKeyTemplates(registry);
+    const contracts = registry.list().map((t) => t.contract);
     const infra = await connectInfrastructure("executor", config, logger);
+    const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
+    const shutdown = new AbortController();
+    const evidence = infra.db.collection<EvidenceRecord>("execution_evidence");
+    const recordEvidence = async (ref: string, callId: string, tool: string, attempt: number, e: { kind: string; detail: unknown }): Promise<void> => {
+      await evidence
+        .insertOne({ _id: ref, call_id: callId, tool, attempt, executor: config.INSTANCE_ID, kind: e.kind, detail: e.detail, at: new Date() })
+        .catch((error: unknown) => {
+          if ((error as { code?: unknown }).code !== 11000) logger.warn({ err: error, evidence_ref: ref }, "could not store evidence");
+        });
+    };
+
+    // The standard operation tools are answered by the tracker, which itself runs tools: wired in two steps.
+    const operations: { tracker?: OperationTracker } = {};
+    const control: OperationControl = {
+      status: (id: string, ctx: ToolContext) => operations.tracker!.status(id, ctx),
+      cancel: (id: string, ctx: ToolContext) => operations.tracker!.cancel(id, ctx),
+    };
     const definitions = await toolsetDefinitions(config.TOOLGATE_TOOLSETS, {
       db: infra.mongo.db(config.TOOLS_MONGO_DB),
       executorId: config.INSTANCE_ID,
+      operations: control,
       ...(config.EXECUTOR_FAULTS ? { faults: config.EXECUTOR_FAULTS } : {}),
     });
-    const registry = ToolRegistry.from(definitions.map((d) => d.contract));
-    const byName = new Map(definitions.map((d) => [d.contract.name, d]));
-    const shutdown = new AbortController();
+    const http = contracts.some((c) => c.transport.kind === "http")
+      ? new HttpTransport({ endpoints: config.EXECUTOR_HTTP_ENDPOINTS, connections: config.EXECUTOR_HTTP_CONNECTIONS })
+      : undefined;
+    const quarantines = infra.db.collection<{ _id: string; server: string } & Quarantine>("mcp_quarantines");
+    const mcp = contracts.some((c) => c.transport.kind === "mcp")
+      ? new McpTransport({
+          servers: config.EXECUTOR_MCP_SERVERS,
+          contracts,
+          recheckMs: config.EXECUTOR_MCP_RECHECK_MS,
+          logger,
+          onQuarantine: (server, q) =>
+            void quarantines
+              .insertOne({ _id: `${server}:${config.INSTANCE_ID}:${q.at.getTime()}`, server, ...q })
+              .catch((error: unknown) => logger.warn({ err: error, server }, "could not record the quarantine")),
+        })
+      : undefined;
+    await mcp?.start();
+    const invoker = new ToolInvoker({
+      inProcess: new Map(definitions.map((d) => [d.contract.name, d])),
+      ...(http ? { http } : {}),
+      ...(mcp ? { mcp } : {}),
+      shutdown: shutdown.signal,
+    });
+    const operationStore = new MongoOperationStore(infra.db);
+    const tracker = new OperationTracker({
+      store: operationStore,
+      bus: infra.bus,
+      contracts: catalog,
+      invoker,
+      recordEvidence,
+      defaults: {
+        pollMs: config.EXECUTOR_OPERATION_POLL_MS,
+        maxDurationMs: config.EXECUTOR_OPERATION_MAX_MS,
+        reconcileDelayMs: config.EXECUTOR_RECONCILE_DELAY_MS,
+        reconcilePollMs: config.EXECUTOR_OPERATION_POLL_MS,
+        reconcileMaxMs: config.EXECUTOR_RECONCILE_MAX_MS,
+      },
+      logger,
+    });
+    operations.tracker = tracker;
+    const keys = new MongoIdempotencyStore(infra.db);
+
     const worker = await infra.bus.consume(
       {
         // One durable consumer shared by every executor replica.
@@ -30,27 +115,70 @@ await runService({
         slots: config.EXECUTOR_SLOTS,
         maxAckPending: config.EXECUTOR_MAX_ACK_PENDING,
         ackWaitMs: config.EXECUTOR_ACK_WAIT_MS,
-        maxDeliver: config.EXECUTOR_MAX_DELIVER,
+        // Unbounded on the server: deliveries to an executor that died or stalled must not use up a call's last
+        // delivery unseen. The handler bounds them: delivery EXECUTOR_MAX_DELIVER runs no tool and ends the call.
+        maxDeliver: -1,
       },
       executorHandler({
         bus: infra.bus,
-        registry,
-        definitions: byName,
-        store: new MongoIdempotencyStore(infra.db),
+        contracts: catalog,
+        invoker,
+        store: keys,
+        operations: tracker,
         verifier,
-        evidence: infra.db.collection<EvidenceRecord>("execution_evidence"),
+        approvals: new MongoApprovalStore(infra.db),
+        evidence,
+        deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
         executorId: config.INSTANCE_ID,
         leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
+        maxDeliveries: config.EXECUTOR_MAX_DELIVER,
+        maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
+        ackWaitMs: config.EXECUTOR_ACK_WAIT_MS,
         logger,
-        shutdown: shutdown.signal,
       }),
     );
-    logger.info({ tools: registry.list().map((t) => t.ref), faults: config.EXECUTOR_FAULTS ?? null }, "executor configured");
+    const operationsWorker = await infra.bus.consume(
+      {
+        name: "executor_ops",
+        filters: [infra.subjects.callEvents("operation_updated")],
+        slots: config.EXECUTOR_OPERATION_SLOTS,
+        maxAckPending: config.EXECUTOR_OPERATION_SLOTS * 8,
+        ackWaitMs: config.EXECUTOR_ACK_WAIT_MS,
+        // Each poll is a redelivery; an operation's deadline, not a delivery count, bounds it.
+        maxDeliver: -1,
+      },
+      tracker.handler,
+    );
+
+    // Explicit retention (no TTL indexes): each replica purges; purges are idempotent.
+    const purge = async (): Promise<void> => {
+      const before = new Date(Date.now() - config.EXECUTOR_RETENTION_MS);
+      const [purgedKeys, purgedOperations] = await Promise.all([keys.purgeCompleted(before), operationStore.purgeFinished(before)]);
+      if (purgedKeys + purgedOperations > 0) logger.info({ keys: purgedKeys, operations: purgedOperations }, "purged past retention");
+    };
+    const purgeTimer =
+      config.EXECUTOR_PURGE_INTERVAL_MS > 0
+        ? setInterval(() => void purge().catch((error: unknown) => logger.warn({ err: error }, "purge failed")), config.EXECUTOR_PURGE_INTERVAL_MS)
+        : undefined;
+    purgeTimer?.unref();
+
+    logger.info(
+      {
+        tools: registry.list().map((t) => ({ ...t.ref, runnable: invoker.refusal(t) ?? true })),
+        http_origins: Object.keys(config.EXECUTOR_HTTP_ENDPOINTS),
+        mcp_servers: Object.keys(config.EXECUTOR_MCP_SERVERS),
+        faults: config.EXECUTOR_FAULTS ?? null,
+      },
+      "executor configured",
+    );
     return {
       async stop() {
+        clearInterval(purgeTimer);
         // Finish what is running (tools keep their own timeouts), then release the connections.
-        await worker.stop();
+        await Promise.all([worker.stop(), operationsWorker.stop()]);
         shutdown.abort();
+        await Promise.all([http?.close(), mcp?.close()]);
+        catalog.close();
         await infra.close();
       },
     };

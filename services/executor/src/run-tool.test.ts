@@ -1,42 +1,67 @@
-import { newCallId, newRunId } from "@toolgate/contracts";
-import type { ToolHandler } from "@toolgate/registry";
+import type { ToolOutcome } from "@toolgate/registry";
 import { describe, expect, it } from "vitest";
 import { runTool } from "./run-tool.js";
 
-const context = { callId: newCallId(), runId: newRunId(), principal: { tenant: "t", subject: "s", roles: [] }, context: {}, idempotencyKey: "k" };
+const answer = (outcome: ToolOutcome) => ({ outcome });
 
 describe("runTool", () => {
-  it("returns the tool's outcome", async () => {
-    const handler: ToolHandler = async () => ({ ok: true, data: { n: 1 } });
-    const run = await runTool(handler, {}, context, 1_000, new AbortController().signal);
-    expect(run).toMatchObject({ kind: "returned", outcome: { ok: true, data: { n: 1 } } });
+  it("returns the tool's answer", async () => {
+    const run = await runTool(async () => answer({ ok: true, data: { n: 1 } }), 1_000, new AbortController().signal);
+    expect(run).toMatchObject({ kind: "returned", answer: { outcome: { ok: true, data: { n: 1 } } } });
   });
 
   it("times out a tool that never answers and aborts its signal", async () => {
     let seen: AbortSignal | undefined;
-    const handler: ToolHandler = (_args, ctx) => {
-      seen = ctx.signal;
-      return new Promise(() => undefined);
-    };
-    const run = await runTool(handler, {}, context, 50, new AbortController().signal);
-    expect(run.kind).toBe("timed_out");
+    const run = await runTool(
+      (signal) => {
+        seen = signal;
+        return new Promise(() => undefined);
+      },
+      50,
+      new AbortController().signal,
+    );
+    expect(run).toMatchObject({ kind: "timed_out" });
+    expect(run.durationMs).toBeGreaterThanOrEqual(50);
     expect(seen?.aborted).toBe(true);
   });
 
-  it("reports a thrown error without throwing", async () => {
-    const handler: ToolHandler = async () => {
-      throw new Error("SELECT * FROM secrets failed at /srv/app/db.ts:42");
-    };
-    const run = await runTool(handler, {}, context, 1_000, new AbortController().signal);
+  it("reports a thrown error without throwing, synchronous or not", async () => {
+    const run = await runTool(
+      async () => {
+        throw new Error("SELECT * FROM secrets failed at /srv/app/db.ts:42");
+      },
+      1_000,
+      new AbortController().signal,
+    );
     expect(run.kind).toBe("threw");
+    const sync = await runTool(
+      () => {
+        throw new Error("sync");
+      },
+      1_000,
+      new AbortController().signal,
+    );
+    expect(sync.kind).toBe("threw");
+  });
+
+  it("ignores a rejection that comes after the timeout", async () => {
+    let rejectLate: (error: Error) => void = () => undefined;
+    const late = new Promise<never>((_, reject) => (rejectLate = reject));
+    const run = await runTool(() => late, 5, new AbortController().signal);
+    expect(run.kind).toBe("timed_out");
+    rejectLate(new Error("late"));
+    // Unhandled rejections are reported once the microtask queue drains: one macrotask later.
+    await new Promise((resolve) => setImmediate(resolve));
   });
 
   it("passes an executor shutdown to the tool", async () => {
     const shutdown = new AbortController();
-    const handler: ToolHandler = (_args, ctx) =>
-      new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve({ ok: false, code: "TIMEOUT", message: "stopped" })));
-    const running = runTool(handler, {}, context, 10_000, shutdown.signal);
+    const running = runTool(
+      (signal) => new Promise((resolve) => signal.addEventListener("abort", () => resolve(answer({ ok: false, code: "TIMEOUT", message: "stopped" })))),
+      10_000,
+      shutdown.signal,
+    );
     shutdown.abort();
-    expect(await running).toMatchObject({ kind: "returned", outcome: { ok: false } });
+    expect(await running).toMatchObject({ kind: "returned", answer: { outcome: { ok: false } } });
   });
 });

@@ -1,23 +1,25 @@
-import type { ToolContext, ToolHandler, ToolOutcome } from "@toolgate/registry";
-import type { JsonValue } from "@toolgate/contracts";
+import type { ToolOutcome } from "@toolgate/registry";
+
+/**
+ * What an invocation produced, before the executor judges it against the contract. `evidence` holds details
+ * for operators (a far side's error body, for instance) that never reach the model.
+ */
+export interface ToolAnswer {
+  outcome: ToolOutcome;
+  evidence?: Record<string, unknown>;
+}
 
 /** How one invocation of a tool ended, as far as the executor could observe it. */
 export type ToolRun =
-  | { kind: "returned"; outcome: ToolOutcome; durationMs: number }
+  | { kind: "returned"; answer: ToolAnswer; durationMs: number }
   | { kind: "timed_out"; durationMs: number }
   | { kind: "threw"; error: unknown; durationMs: number };
 
 /**
- * Runs a handler with the contract's timeout. The AbortSignal reaches the tool; if the tool does not stop,
- * its late result is ignored. Never throws.
+ * Runs `work` with a timeout. The AbortSignal it receives is aborted at the timeout or when `shutdown` aborts;
+ * if the work does not stop, its late answer is ignored. Never throws.
  */
-export async function runTool(
-  handler: ToolHandler,
-  args: Record<string, JsonValue>,
-  context: Omit<ToolContext, "signal">,
-  timeoutMs: number,
-  shutdown: AbortSignal,
-): Promise<ToolRun> {
+export async function runTool(work: (signal: AbortSignal) => Promise<ToolAnswer>, timeoutMs: number, shutdown: AbortSignal): Promise<ToolRun> {
   const controller = new AbortController();
   const started = performance.now();
   const elapsed = (): number => Math.round((performance.now() - started) * 100) / 100;
@@ -29,11 +31,22 @@ export async function runTool(
     }, timeoutMs);
   });
   const onShutdown = (): void => controller.abort(new Error("executor shutting down"));
-  shutdown.addEventListener("abort", onShutdown, { once: true });
+  if (shutdown.aborted) onShutdown();
+  else shutdown.addEventListener("abort", onShutdown, { once: true });
   try {
-    const result = await Promise.race([handler(args, { ...context, signal: controller.signal }).then((outcome) => ({ outcome })), timedOut]);
-    if (result === "timeout") return { kind: "timed_out", durationMs: elapsed() };
-    return { kind: "returned", outcome: result.outcome, durationMs: elapsed() };
+    let started: Promise<ToolAnswer>;
+    try {
+      started = work(controller.signal);
+    } catch (error) {
+      started = Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    const invocation = started.then((answer) => ({ answer }));
+    // A late rejection after the timeout must not become an unhandled rejection.
+    invocation.catch(() => undefined);
+    const result = await Promise.race([invocation, timedOut]);
+    // Timers may fire a fraction of a millisecond early by this clock; a timed-out run lasted its whole timeout.
+    if (result === "timeout") return { kind: "timed_out", durationMs: Math.max(elapsed(), timeoutMs) };
+    return { kind: "returned", answer: result.answer, durationMs: elapsed() };
   } catch (error) {
     return { kind: "threw", error, durationMs: elapsed() };
   } finally {

@@ -1,0 +1,272 @@
+import { generateKeyPairSync } from "node:crypto";
+import type { ApprovalLedger } from "@toolgate/approvals";
+import type { Delivery, EventBus } from "@toolgate/bus";
+import {
+  canonicalHash,
+  decisionSigner,
+  decisionVerifier,
+  newCallId,
+  newRunId,
+  nextCallEvent,
+  type CallEventOf,
+  type JsonValue,
+  type ResultEnvelope,
+  type ToolgateEvent,
+} from "@toolgate/contracts";
+import { defineTool, ToolRegistry, type ToolContractInput, type ToolOutcome } from "@toolgate/registry";
+import type { ClaimOutcome, ClaimRequest, IdempotencyStore } from "@toolgate/storage";
+import { createLogger } from "@toolgate/telemetry";
+import type { Collection } from "mongodb";
+import { describe, expect, it } from "vitest";
+import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
+import type { OperationTracker } from "./operations.js";
+import { ToolInvoker } from "./tool-invoker.js";
+
+// The executor's decisions with the bus, the store and the tool replaced by recording fakes: what runs, what
+// is published, and what the delivery is told, for each way a claim can come out.
+
+const write: ToolContractInput = {
+  name: "create_ticket",
+  version: "1.0.0",
+  description: "Creates a ticket. Use when asked to file an issue; do not use to search tickets.",
+  owner: "test",
+  input_schema: { type: "object", properties: { title: { type: "string", maxLength: 64 } }, additionalProperties: false },
+  output_schema: { type: "object", properties: { id: { type: "string" } }, required: ["id"], additionalProperties: false },
+  side_effect: "write",
+  risk: "low",
+  timeout_ms: 1_000,
+  retry: { max_attempts: 3, base_delay_ms: 10, max_delay_ms: 1_000 },
+  idempotency: { kind: "keyed" },
+  status_check: { tool: "ticket_status" },
+};
+const status: ToolContractInput = {
+  ...write,
+  name: "ticket_status",
+  side_effect: "read",
+  idempotency: { kind: "natural" },
+  status_check: undefined,
+  retry: undefined,
+};
+
+const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+const signer = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
+const verifier = decisionVerifier([publicKey.export({ type: "spki", format: "pem" }).toString()]);
+const registry = ToolRegistry.from([write, status]);
+const tool = registry.get("create_ticket")!;
+const principal = { tenant: "acme", subject: "alice", roles: ["r"] };
+
+function authorized(
+  args: Record<string, JsonValue> = { title: "disk full" },
+  approval?: { approval_id: string; plan_hash: string },
+): CallEventOf<"authorized"> {
+  const callId = newCallId();
+  const runId = newRunId();
+  const decision = {
+    ...(approval ? { approval } : {}),
+    decision_id: "dec_1",
+    call_id: callId,
+    run_id: runId,
+    tool: tool.ref,
+    args_hash: canonicalHash(args),
+    principal,
+    context: {},
+    policy_version: "p1",
+    issued_at: new Date().toISOString(),
+    expires_at: new Date(Date.now() + 60_000).toISOString(),
+    key_id: signer.keyId,
+  };
+  return nextCallEvent(
+    { call_id: callId, run_id: runId, principal, seq: 1 },
+    "authorized",
+    "policy",
+    { decision, signature: signer.sign(decision), arguments: args },
+    { tool: tool.ref, args_hash: decision.args_hash },
+  );
+}
+
+function delivery(deliveryCount = 1): Delivery {
+  return { subject: "s", streamSeq: 1, deliveryCount, maxDeliver: -1, working: () => undefined };
+}
+
+/** A store whose claim answers are scripted and whose writes are recorded. */
+class ScriptedStore implements IdempotencyStore {
+  readonly claims: ClaimRequest[] = [];
+  readonly completed: { attempt: number; result: ResultEnvelope }[] = [];
+  readonly retries: { attempt: number; notBefore: Date }[] = [];
+  constructor(
+    private readonly answers: ClaimOutcome[],
+    private readonly fenced = false,
+  ) {}
+  async claim(request: ClaimRequest): Promise<ClaimOutcome> {
+    this.claims.push(request);
+    return this.answers.shift() ?? { kind: "busy", retryAfterMs: 10, owner: "other" };
+  }
+  async renew(): Promise<boolean> {
+    return !this.fenced;
+  }
+  async complete(_key: string, _owner: string, attempt: number, result: ResultEnvelope): Promise<boolean> {
+    if (this.fenced) return false;
+    this.completed.push({ attempt, result });
+    return true;
+  }
+  async scheduleRetry(_key: string, _owner: string, attempt: number, _result: ResultEnvelope, notBefore: Date): Promise<boolean> {
+    if (this.fenced) return false;
+    this.retries.push({ attempt, notBefore });
+    return true;
+  }
+  async purgeCompleted(): Promise<number> {
+    return 0;
+  }
+}
+
+function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals: ApprovalLedger = {} as ApprovalLedger) {
+  const published: ToolgateEvent[] = [];
+  let runs = 0;
+  const bus = {
+    publish: async (event: ToolgateEvent) => {
+      published.push(event);
+      return { seq: published.length, duplicate: false };
+    },
+  } as unknown as EventBus;
+  const invoker = new ToolInvoker({
+    inProcess: new Map([
+      [
+        "create_ticket",
+        defineTool(write, async () => {
+          runs += 1;
+          return outcome();
+        }),
+      ],
+    ]),
+    shutdown: new AbortController().signal,
+  });
+  const operations = {
+    startReconciliation: async () => "op_reconcile",
+    startJob: async () => "op_job",
+    announce: async () => undefined,
+  } as unknown as OperationTracker;
+  const collection = { insertOne: async () => ({ acknowledged: true }) };
+  const handler = executorHandler({
+    bus,
+    contracts: { registry: () => registry, resolve: async (hash: string) => registry.getByHash(hash) },
+    invoker,
+    store,
+    operations,
+    verifier,
+    // Unless a test passes a ledger, no decision carries an approval and no contract requires one: it is never read.
+    approvals,
+    evidence: collection as unknown as Collection<EvidenceRecord>,
+    deadLetters: collection as unknown as Collection<DeadLetterRecord>,
+    executorId: "executor-a",
+    leaseMarginMs: 500,
+    maxDeliveries: 5,
+    maxAbandonedAttempts: 2,
+    ackWaitMs: 30_000,
+    logger: createLogger({ service: "test", level: "silent" }),
+    random: () => 0.5,
+    sleep: async () => undefined,
+  });
+  return { handler, published, runs: () => runs, types: () => published.map((e) => e.id.split(":").slice(1).join(":")) };
+}
+
+const ok = (): ToolOutcome => ({ ok: true, data: { id: "T-1" } });
+
+describe("executorHandler", () => {
+  it("runs a claimed call once and publishes started then completed, with deterministic ids", async () => {
+    const store = new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+    const h = harness(store, ok);
+    const event = authorized();
+    expect(await h.handler(event, delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(1);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+    expect(store.completed[0]!.result).toMatchObject({ ok: true, data: { id: "T-1" }, call_id: event.call_id });
+    // The key comes from the runtime: tool, run and call, never from the arguments.
+    expect(store.claims[0]!.key).toBe(`create_ticket:${event.run_id}:${event.call_id}`);
+  });
+
+  it("publishes no outcome when fenced out at completion", async () => {
+    const h = harness(new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }], true), ok);
+    expect(await h.handler(authorized(), delivery())).toEqual({ kind: "ack" });
+    expect(h.types()).toEqual(["started:1"]);
+  });
+
+  it("tells a duplicate to look again soon while another attempt holds the key, not after the whole lease", async () => {
+    const h = harness(new ScriptedStore([{ kind: "busy", retryAfterMs: 30_000, owner: "executor-b" }]), ok);
+    const disposition = await h.handler(authorized(), delivery(1));
+    expect(disposition).toMatchObject({ kind: "retry" });
+    expect((disposition as { delayMs: number }).delayMs).toBeLessThanOrEqual(200);
+    expect(h.runs()).toBe(0);
+    expect(h.published).toEqual([]);
+  });
+
+  it("replays a completed key under the new call id without running anything", async () => {
+    const stored = { ok: true as const, data: { id: "T-1" }, retryable: false as const, call_id: newCallId() };
+    const h = harness(new ScriptedStore([{ kind: "replay", result: stored, attempt: 2 }]), ok);
+    const event = authorized();
+    await h.handler(event, delivery());
+    expect(h.runs()).toBe(0);
+    expect(h.published).toHaveLength(1);
+    expect(h.published[0]).toMatchObject({ id: `${event.call_id}:completed:2`, payload: { result: { call_id: event.call_id, replayed: true } } });
+  });
+
+  it("never repeats a write whose previous attempt was abandoned: the outcome is unknown and reconciled", async () => {
+    const h = harness(new ScriptedStore([{ kind: "taken_over", attempt: 2, previousOwner: "dead", abandoned: 1, firstClaimAt: Date.now() }]), ok);
+    await h.handler(authorized(), delivery(2));
+    expect(h.runs()).toBe(0);
+    expect(h.types()).toEqual(["outcome_unknown:2"]);
+    expect(h.published[0]).toMatchObject({ payload: { result: { error: { code: "OUTCOME_UNKNOWN" }, operation_id: "op_reconcile" } } });
+  });
+
+  it("schedules a retry of a retryable failure no sooner than its Retry-After", async () => {
+    const store = new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+    const h = harness(store, () => ({ ok: false, code: "UPSTREAM_UNAVAILABLE", message: "down", retryable: true, details: { retry_after_ms: 400 } }));
+    const before = Date.now();
+    const disposition = await h.handler(authorized(), delivery(1));
+    expect(disposition).toMatchObject({ kind: "retry", delayMs: 400 });
+    expect(h.types()).toEqual(["started:1", "retry_scheduled:1"]);
+    expect(store.retries[0]!.notBefore.getTime()).toBeGreaterThanOrEqual(before + 400);
+    expect(store.completed).toEqual([]);
+  });
+
+  it("completes a non-retryable failure at once", async () => {
+    const store = new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+    const h = harness(store, () => ({ ok: false, code: "STATE_CONFLICT", message: "closed" }));
+    expect(await h.handler(authorized(), delivery(1))).toEqual({ kind: "ack" });
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+  });
+
+  it("runs no tool on the last delivery: the call is dead-lettered with a terminal result", async () => {
+    const h = harness(new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]), ok);
+    await h.handler(authorized(), delivery(5));
+    expect(h.runs()).toBe(0);
+    expect(h.types()).toEqual(["dead_lettered:1", "completed:1"]);
+    expect(h.published[1]).toMatchObject({ payload: { result: { ok: false, error: { code: "EXECUTION_ERROR" } } } });
+  });
+
+  it("refuses an authorization whose arguments were changed after signing, runs nothing and still ends the call", async () => {
+    const h = harness(new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]), ok);
+    const event = authorized();
+    const tampered = { ...event, payload: { ...event.payload, arguments: { title: "rm -rf" } } };
+    expect(await h.handler(tampered, delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(0);
+    expect(h.types()).toEqual(["refused:1", "completed:1"]);
+    expect(h.published[0]).toMatchObject({ payload: { reason: "arguments_not_bound" } });
+    expect(h.published[1]).toMatchObject({ payload: { result: { error: { code: "PERMISSION_DENIED" } } } });
+  });
+  it("checks an approval before anything else: a plan nobody approved runs nothing and ends the call", async () => {
+    const ledger: ApprovalLedger = {
+      getRequest: async () => null,
+      getDecision: async () => null,
+      getConsumption: async () => null,
+      consume: async (record) => ({ first: true, consumption: record }),
+    };
+    const store = new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+    const h = harness(store, ok, ledger);
+    await h.handler(authorized({ title: "x" }, { approval_id: "apr_1", plan_hash: `sha256:${"c".repeat(64)}` }), delivery());
+    expect(h.runs()).toBe(0);
+    expect(store.claims).toEqual([]);
+    expect(h.types()).toEqual(["refused:1", "completed:1"]);
+    expect(h.published[0]).toMatchObject({ payload: { reason: "approval_invalid", detail: expect.stringMatching(/^APPROVAL_MISMATCH: /) } });
+    expect(h.published[1]).toMatchObject({ payload: { result: { error: { code: "APPROVAL_MISMATCH" } } } });
+  });
+});

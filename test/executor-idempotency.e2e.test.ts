@@ -1,0 +1,94 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { callEvents, callTool, resultOf, Stack, testInfra, waitFor } from "@toolgate/testkit";
+import { MongoClient, type Db } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+// At most one effect per idempotency key when the same call arrives many times at once, and when different
+// calls name the same business operation.
+
+let stack: Stack;
+let mongo: MongoClient;
+let tools: Db;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  const infra = testInfra();
+  // No executor yet: the first test queues its duplicates before any executor consumes them.
+  stack = await Stack.start({ natsUrl: infra.natsUrl, mongoUrl: infra.mongoUrl, toolsets: ["chaos"], executors: 0 });
+  mongo = await new MongoClient(infra.mongoUrl).connect();
+  tools = mongo.db(`${stack.name}_tools`);
+  nc = await connect({ servers: infra.natsUrl });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await stack?.stop();
+  await tools?.dropDatabase();
+  await mongo?.db(`${stack.name}_runtime`).dropDatabase();
+  await mongo?.close();
+});
+
+describe("the same call delivered 8 times at once", () => {
+  it("has one effect, one start and one terminal event; every copy is acknowledged", async () => {
+    const { runId, callId } = await callTool(stack, "chaos_write", { n: 42, delay_ms: 300, effect: "after_delay" }, { waitMs: 0 });
+    const jsm = await jetstreamManager(nc);
+    const stream = `${stack.name.toUpperCase()}_EVENTS`;
+    const subject = `${stack.name}.call.${callId}.authorized`;
+    const authorized = await waitFor(async () => (await jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null)) ?? undefined, {
+      description: "policy's signed authorization",
+    });
+    // Seven more copies of the signed authorization, each with its own message id so the stream keeps them all:
+    // what at-least-once delivery and duplicate publishes look like to the executors.
+    const js = jetstream(nc);
+    const acks = await Promise.all(Array.from({ length: 7 }, (_, i) => js.publish(subject, authorized.data, { msgID: `copy-${i}-${callId}` })));
+    expect(acks.every((a) => !a.duplicate)).toBe(true);
+
+    await Promise.all([1, 2, 3].map((i) => stack.startService("executor", `executor-${i}`)));
+    const result = await resultOf(stack, callId);
+    expect(result).toMatchObject({ ok: true, data: { n: 42 } });
+
+    await waitFor(
+      async () => {
+        const info = await jsm.consumers.info(stream, "executor");
+        return info.num_pending === 0 && info.num_ack_pending === 0;
+      },
+      { description: "all 8 copies acknowledged", timeoutMs: 30_000 },
+    );
+    const key = `chaos_write:${runId}:${callId}`;
+    expect(await tools.collection("effects").countDocuments({ idempotency_key: key })).toBe(1);
+    const events = await callEvents(stack, callId);
+    expect(events.filter((e) => e.type === "started")).toHaveLength(1);
+    expect(events.filter((e) => ["completed", "outcome_unknown"].includes(e.type)).map((e) => e.id)).toEqual([`${callId}:completed:1`]);
+    // Every duplicate did reach an executor: it waited for the key, then replayed the stored result.
+    const replays = stack.processes.flatMap((p) => p.logs()).filter((l) => l.msg === "replayed the stored result of a completed key" && l.call_id === callId);
+    expect(replays).toHaveLength(7);
+  });
+});
+
+describe("a business idempotency key", () => {
+  it("runs 8 concurrent calls of one business operation once and replays the result to the other 7", async () => {
+    const calls = await Promise.all(Array.from({ length: 8 }, () => callTool(stack, "chaos_keyed_write", { order_id: "ord-1", amount: 100 })));
+    const results = calls.map((c) => c.result!);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(new Set(results.map((r) => JSON.stringify(r.data))).size).toBe(1);
+    expect(results.filter((r) => r.replayed !== true)).toHaveLength(1);
+    expect(results.filter((r) => r.replayed === true)).toHaveLength(7);
+    // Each call keeps its own call id in its result.
+    expect(results.map((r) => r.call_id).sort()).toEqual(calls.map((c) => c.callId).sort());
+    expect(await tools.collection("effects").countDocuments({ idempotency_key: 'chaos_keyed_write:acme:"ord-1"' })).toBe(1);
+  });
+
+  it("answers IDEMPOTENCY_CONFLICT for the same key with other arguments, and has no second effect", async () => {
+    const { result } = await callTool(stack, "chaos_keyed_write", { order_id: "ord-1", amount: 999 });
+    expect(result).toMatchObject({ ok: false, error: { code: "IDEMPOTENCY_CONFLICT" }, retryable: false });
+    expect(await tools.collection("effects").countDocuments({ idempotency_key: 'chaos_keyed_write:acme:"ord-1"' })).toBe(1);
+    const other = await callTool(stack, "chaos_keyed_write", { order_id: "ord-2", amount: 999 });
+    expect(other.result).toMatchObject({ ok: true, data: { order_id: "ord-2", amount: 999 } });
+  });
+
+  it("never takes a key from the model: an argument naming one is refused", async () => {
+    const { result } = await callTool(stack, "chaos_keyed_write", { order_id: "ord-3", amount: 1, idempotency_key: "mine" });
+    expect(result).toMatchObject({ ok: false, error: { code: "INVALID_ARGUMENTS" } });
+  });
+});
