@@ -100,6 +100,14 @@ ensure_ferretdb() {
   die "FerretDB did not start; see $STATE/ferretdb.log"
 }
 
+# The approval page's end-to-end test drives Debian's Chromium with playwright-core (Playwright's own browser
+# download does not work on this kind of machine).
+ensure_chromium() {
+  [ -x /usr/bin/chromium ] && return
+  apt_install chromium
+  [ -x /usr/bin/chromium ] || die "chromium did not install"
+}
+
 up() {
   ensure_node_deps
   ensure_nats
@@ -118,7 +126,7 @@ case "$cmd" in
     echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL"
     ;;
   test)
-    up && build
+    up && ensure_chromium && build
     cd "$ROOT" && exec pnpm exec vitest run "$@"
     ;;
   demo)

@@ -165,13 +165,24 @@ async function main(): Promise<void> {
         http<T>(env.TOOLGATE_POLICY_URL, method, path, env.TOOLGATE_APPROVER_TOKEN, body);
       if (action === "list" || action === undefined) {
         const list = await policy<{
-          approvals: { approval_id: string; tool: string; requester: { subject: string }; expires_at: string; plan_hash: string }[];
+          approvals: {
+            approval_id: string;
+            call_id: string;
+            tool: { name: string; version: string };
+            risk: string;
+            requester: { subject: string };
+            expires_at: string;
+            plan_hash: string;
+          }[];
         }>("GET", "/v1/approvals");
         return print(
           list,
           () =>
             list.approvals
-              .map((a) => `${a.approval_id}  ${a.tool}  requested by ${a.requester.subject}  expires ${a.expires_at}  plan ${a.plan_hash}`)
+              .map(
+                (a) =>
+                  `${a.approval_id}  ${a.tool.name}@${a.tool.version}  ${a.risk} risk  call ${a.call_id}  requested by ${a.requester.subject}  expires ${a.expires_at}  plan ${a.plan_hash}`,
+              )
               .join("\n") || "no pending approvals",
         );
       }

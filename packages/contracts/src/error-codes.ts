@@ -38,6 +38,10 @@ export const ERROR_CODES = {
   },
   RESULT_TOO_LARGE: { retryable: false, description: "The tool's result exceeds the contract's size limit." },
   BUDGET_EXCEEDED: { retryable: false, description: "A run budget (turns, calls, time, tokens) was exhausted." },
+  APPROVAL_CONSUMED: {
+    retryable: false,
+    description: "The approval was already used: an approval authorizes one presentation of one call, never a replay.",
+  },
 } as const satisfies Record<string, { retryable: boolean; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

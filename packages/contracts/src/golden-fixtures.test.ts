@@ -42,6 +42,7 @@ const PINNED_ERROR_CODES = {
   INVALID_TOOL_RESULT: false,
   RESULT_TOO_LARGE: false,
   BUDGET_EXCEEDED: false,
+  APPROVAL_CONSUMED: false,
 } as const;
 
 const eventFixtures = [...CALL_EVENT_TYPES.map((t) => `call.${t}.json`), ...RUN_EVENT_TYPES.map((t) => `run.${t}.json`)];

@@ -1,11 +1,15 @@
-import { readFileSync, watchFile } from "node:fs";
+import { MongoApprovalStore } from "@toolgate/approvals";
 import { decisionSigner } from "@toolgate/contracts";
-import { ToolRegistry } from "@toolgate/registry";
-import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { Authenticator } from "@toolgate/identity";
+import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { toolsetContracts } from "@toolgate/toolsets";
+import { ApprovalDesk } from "./approval-desk.js";
+import { CedarPolicies } from "./cedar-policies.js";
 import { loadConfig } from "./config.js";
-import { Grants } from "./grants.js";
+import { policyApi } from "./http-api.js";
+import { policyDirFingerprint, readPolicyDir } from "./policy-bundle.js";
 import { policyHandler } from "./policy-worker.js";
+import { MongoQuotaCounter } from "./quota-counter.js";
 
 const config = loadConfig(process.env);
 
@@ -13,22 +17,45 @@ await runService({
   name: "policy",
   config,
   async start({ logger }) {
-    const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
     const signer = decisionSigner(config.POLICY_SIGNING_KEY);
-    const readGrants = (): Grants => Grants.parse(config.POLICY_GRANTS_FILE ? readFileSync(config.POLICY_GRANTS_FILE, "utf8") : config.POLICY_GRANTS!);
-    let grants = readGrants();
-    if (config.POLICY_GRANTS_FILE) {
-      // A bad edit keeps the previous grants in force rather than denying or allowing everything.
-      watchFile(config.POLICY_GRANTS_FILE, { interval: 1_000 }, () => {
-        try {
-          grants = readGrants();
-          logger.info({ policy_version: grants.version }, "grants reloaded");
-        } catch (error) {
-          logger.error({ err: error }, "grants reload failed; keeping the previous grants");
-        }
-      });
-    }
+    let fingerprint = policyDirFingerprint(config.POLICY_DIR);
+    // A policy set that does not load stops the start: no decision is ever made without one.
+    let policies = CedarPolicies.compile(readPolicyDir(config.POLICY_DIR));
+    const reloader = setInterval(() => {
+      const now = policyDirFingerprint(config.POLICY_DIR);
+      if (now === fingerprint) return;
+      fingerprint = now;
+      try {
+        const bundle = readPolicyDir(config.POLICY_DIR);
+        if (bundle.version === policies.version) return;
+        policies = CedarPolicies.compile(bundle);
+        logger.info({ policy_version: policies.version }, "policy reloaded");
+      } catch (error) {
+        // A bad edit keeps the previous set in force rather than denying or allowing everything.
+        logger.error({ err: error, policy_version: policies.version }, "policy reload failed; keeping the previous policy");
+      }
+    }, config.POLICY_RELOAD_MS);
+    reloader.unref();
+
     const infra = await connectInfrastructure("policy", config, logger);
+    const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
+      replicas: config.STREAM_REPLICAS,
+      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
+      logger,
+    });
+    const store = new MongoApprovalStore(infra.db);
+    const quotas = new MongoQuotaCounter(infra.db);
+    await Promise.all([store.ensureIndexes(), quotas.ensureIndexes()]);
+    const desk = new ApprovalDesk({
+      store,
+      bus: infra.bus,
+      contracts,
+      policies: () => policies,
+      signer,
+      requestTtlMs: config.POLICY_APPROVAL_TTL_MS,
+      grantTtlMs: config.POLICY_APPROVAL_GRANT_TTL_MS,
+      logger,
+    });
     const worker = await infra.bus.consume(
       {
         name: "policy",
@@ -38,12 +65,52 @@ await runService({
         ackWaitMs: 30_000,
         maxDeliver: 20,
       },
-      policyHandler({ bus: infra.bus, registry, grants: () => grants, signer, decisionTtlMs: config.POLICY_DECISION_TTL_MS, logger }),
+      policyHandler({ bus: infra.bus, contracts, policies: () => policies, signer, decisionTtlMs: config.POLICY_DECISION_TTL_MS, quotas, desk, logger }),
     );
-    logger.info({ tools: registry.list().map((t) => t.ref), policy_version: grants.version, key_id: signer.keyId }, "policy configured");
+
+    let sweeping = false;
+    let sweeps = 0;
+    const sweeper = setInterval(() => {
+      if (sweeping) return;
+      sweeping = true;
+      const purge = ++sweeps % 600 === 0;
+      desk
+        .sweep()
+        .then(async (swept) => {
+          if (swept.expired + swept.republished > 0) logger.info(swept, "approvals swept");
+          if (purge) {
+            const before = new Date(Date.now() - config.POLICY_RETENTION_MS);
+            await Promise.all([store.purge(before), quotas.purge(new Date(Date.now() - 60_000))]);
+          }
+        })
+        .catch((error: unknown) => logger.warn({ err: error }, "approval sweep failed"))
+        .finally(() => (sweeping = false));
+    }, config.POLICY_SWEEP_MS);
+
+    const authenticator = await Authenticator.create({ apiKeys: config.POLICY_API_KEYS, issuers: config.POLICY_JWT_ISSUERS });
+    const api = policyApi({ desk, authenticator, logger });
+    await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+    const address = api.server.address();
+    logger.info(
+      {
+        tools: contracts
+          .registry()
+          .list()
+          .map((t) => t.ref),
+        policy_version: policies.version,
+        key_id: signer.keyId,
+        policy_dir: config.POLICY_DIR,
+      },
+      "policy configured",
+    );
     return {
+      httpPort: typeof address === "object" && address ? address.port : config.HTTP_PORT,
       async stop() {
+        clearInterval(reloader);
+        clearInterval(sweeper);
+        await api.close();
         await worker.stop();
+        contracts.close();
         await infra.close();
       },
     };

@@ -1,0 +1,214 @@
+import type { ErrorCode, Principal, RunContext, ToolRef } from "@toolgate/contracts";
+import { DUPLICATE_KEY } from "@toolgate/storage";
+import type { Collection, Db } from "mongodb";
+
+/** The approval of call `callId`: one approval per call, so a redelivered proposal finds its request again. */
+export function approvalIdFor(callId: string): string {
+  return `apr_${callId.startsWith("call_") ? callId.slice(5) : callId}`;
+}
+
+/**
+ * A stored approval request, written once by policy when a call needs a human. Everything needed to show the
+ * request to an approver and, once approved, to issue the signed authorization is here.
+ */
+export interface ApprovalRequestRecord {
+  /** The approval id ({@link approvalIdFor}). */
+  _id: string;
+  call_id: string;
+  run_id: string;
+  tenant: string;
+  /** The authenticated principal that made the call (never the model). */
+  requester: Principal;
+  tool: ToolRef;
+  risk: string;
+  side_effect: string;
+  /** The normalized arguments as RFC 8785 text: tool arguments may hold keys a document field cannot. */
+  arguments_json: string;
+  args_hash: string;
+  plan_hash: string;
+  context: RunContext;
+  taint: { tainted: boolean; sources: string[] };
+  /** Why approval is required, and under which policy version. */
+  reasons: string[];
+  policy_version: string;
+  /** Sequence number of the `approval_requested` event: the events that follow continue from it. */
+  event_seq: number;
+  requested_at: Date;
+  expires_at: Date;
+  /** A hint for listing (false once decided); the decision record is the truth. */
+  open: boolean;
+}
+
+/**
+ * `revoked`: an approver approved, but the policy in force by then no longer allows the call (it ends with
+ * PERMISSION_DENIED; the approval is never usable).
+ */
+export type ApprovalOutcome = "approved" | "denied" | "expired" | "revoked";
+
+/**
+ * The one decision on a request: inserted on the approval id, so the first of an approver's approve, another's
+ * deny and the expiry sweeper wins, on every replica — a unique insert is the only compare-and-set used.
+ */
+export interface ApprovalDecisionRecord {
+  _id: string;
+  call_id: string;
+  outcome: ApprovalOutcome;
+  /** The human who approved or denied (absent for an expiry). */
+  approver?: Principal;
+  /** The approver's note, for the audit trail only. */
+  note?: string;
+  /** `revoked`: why the policy in force at approval time denies the call, and its version. */
+  reasons?: string[];
+  policy_version?: string;
+  decided_at: Date;
+  /** Approved: the authorization it produced may be used until then (short-lived). */
+  grant_expires_at?: Date;
+  /** When its events were published; absent until then (any replica republishes, event ids deduplicate). */
+  published_at?: Date;
+}
+
+/** Why the executor refuses an approval. */
+export type ApprovalFailureCode = Extract<ErrorCode, "APPROVAL_REQUIRED" | "APPROVAL_DENIED" | "APPROVAL_EXPIRED" | "APPROVAL_MISMATCH" | "APPROVAL_CONSUMED">;
+
+/**
+ * The first presentation of an approval to an executor, inserted on the approval id: it consumes the approval
+ * whatever its outcome (a presentation that fails verification burns the approval: fail closed). A redelivery
+ * of the same presentation (same stream message) reads the same outcome back.
+ */
+export interface ApprovalConsumptionRecord {
+  _id: string;
+  call_id: string;
+  /** Identity of the presentation, e.g. `stream:<sequence>` of the authorized message. */
+  presentation: string;
+  outcome: "ok" | ApprovalFailureCode;
+  consumer: string;
+  at: Date;
+}
+
+const isDuplicate = (error: unknown): boolean => (error as { code?: unknown }).code === DUPLICATE_KEY;
+
+/**
+ * Approval requests, decisions and consumptions in MongoDB (or FerretDB). Every transition that must happen at
+ * most once is an insert on a unique `_id`; later writes are single-writer hints (`open`, `published_at`).
+ */
+export class MongoApprovalStore {
+  readonly requests: Collection<ApprovalRequestRecord>;
+  readonly decisions: Collection<ApprovalDecisionRecord>;
+  readonly consumptions: Collection<ApprovalConsumptionRecord>;
+
+  constructor(db: Db) {
+    this.requests = db.collection<ApprovalRequestRecord>("approval_requests");
+    this.decisions = db.collection<ApprovalDecisionRecord>("approval_decisions");
+    this.consumptions = db.collection<ApprovalConsumptionRecord>("approval_consumptions");
+  }
+
+  /** Creates the indexes that listing and sweeping use (policy's job; the executor reads by `_id` only). */
+  async ensureIndexes(): Promise<void> {
+    await Promise.all([
+      this.requests.createIndex({ open: 1, tenant: 1, expires_at: 1 }, { name: "open_tenant_expiry" }),
+      this.decisions.createIndex({ published_at: 1, decided_at: 1 }, { name: "unpublished" }),
+    ]);
+  }
+
+  /** Stores a request; when one exists for this approval id (a redelivered proposal) returns that one instead. */
+  async request(record: ApprovalRequestRecord): Promise<{ created: boolean; record: ApprovalRequestRecord }> {
+    try {
+      await this.requests.insertOne(record);
+      return { created: true, record };
+    } catch (error) {
+      if (!isDuplicate(error)) throw error;
+      const existing = await this.requests.findOne({ _id: record._id });
+      if (!existing) throw new Error(`approval request ${record._id} vanished after a duplicate-key error`, { cause: error });
+      return { created: false, record: existing };
+    }
+  }
+
+  getRequest(id: string): Promise<ApprovalRequestRecord | null> {
+    return this.requests.findOne({ _id: id });
+  }
+
+  getDecision(id: string): Promise<ApprovalDecisionRecord | null> {
+    return this.decisions.findOne({ _id: id });
+  }
+
+  getConsumption(id: string): Promise<ApprovalConsumptionRecord | null> {
+    return this.consumptions.findOne({ _id: id });
+  }
+
+  /** Records the decision unless one exists; returns the decision that stands. */
+  async decide(record: ApprovalDecisionRecord): Promise<{ won: boolean; decision: ApprovalDecisionRecord }> {
+    try {
+      await this.decisions.insertOne(record);
+    } catch (error) {
+      if (!isDuplicate(error)) throw error;
+      const existing = await this.decisions.findOne({ _id: record._id });
+      if (!existing) throw new Error(`approval decision ${record._id} vanished after a duplicate-key error`, { cause: error });
+      await this.close(record._id);
+      return { won: false, decision: existing };
+    }
+    await this.close(record._id);
+    return { won: true, decision: record };
+  }
+
+  /** Marks a request as no longer open (a listing hint; idempotent). */
+  async close(id: string): Promise<void> {
+    await this.requests.updateOne({ _id: id }, { $set: { open: false } });
+  }
+
+  /** Marks a decision's events as published (idempotent). */
+  async markPublished(id: string, at: Date): Promise<void> {
+    await this.decisions.updateOne({ _id: id }, { $set: { published_at: at } });
+  }
+
+  /** Requests still marked open, optionally of one tenant, oldest expiry first. */
+  openRequests(filter: { tenant?: string; expiredBy?: Date; callId?: string }, limit: number): Promise<ApprovalRequestRecord[]> {
+    return this.requests
+      .find({
+        open: true,
+        ...(filter.tenant === undefined ? {} : { tenant: filter.tenant }),
+        ...(filter.callId === undefined ? {} : { call_id: filter.callId }),
+        ...(filter.expiredBy === undefined ? {} : { expires_at: { $lte: filter.expiredBy } }),
+      })
+      .sort({ expires_at: 1, _id: 1 })
+      .limit(limit)
+      .toArray();
+  }
+
+  /** Decisions whose events were not (yet) published, decided before `before`. */
+  unpublishedDecisions(before: Date, limit: number): Promise<ApprovalDecisionRecord[]> {
+    return this.decisions
+      .find({ published_at: { $exists: false }, decided_at: { $lte: before } })
+      .limit(limit)
+      .toArray();
+  }
+
+  /** Decisions of these approvals, by id. */
+  async decisionsOf(ids: readonly string[]): Promise<Map<string, ApprovalDecisionRecord>> {
+    if (ids.length === 0) return new Map();
+    const found = await this.decisions.find({ _id: { $in: [...ids] } }).toArray();
+    return new Map(found.map((d) => [d._id, d]));
+  }
+
+  /** Inserts the first presentation of an approval; returns the one that stands. */
+  async consume(record: ApprovalConsumptionRecord): Promise<{ first: boolean; consumption: ApprovalConsumptionRecord }> {
+    try {
+      await this.consumptions.insertOne(record);
+      return { first: true, consumption: record };
+    } catch (error) {
+      if (!isDuplicate(error)) throw error;
+      const existing = await this.consumptions.findOne({ _id: record._id });
+      if (!existing) throw new Error(`approval consumption ${record._id} vanished after a duplicate-key error`, { cause: error });
+      return { first: false, consumption: existing };
+    }
+  }
+
+  /** Deletes requests, decisions and consumptions older than `before` (explicit retention: no TTL indexes). */
+  async purge(before: Date): Promise<number> {
+    const [requests, decisions, consumptions] = await Promise.all([
+      this.requests.deleteMany({ expires_at: { $lt: before }, open: false }),
+      this.decisions.deleteMany({ decided_at: { $lt: before }, published_at: { $exists: true } }),
+      this.consumptions.deleteMany({ at: { $lt: before } }),
+    ]);
+    return requests.deletedCount + decisions.deletedCount + consumptions.deletedCount;
+  }
+}

@@ -1,0 +1,399 @@
+import { approvalIdFor, planHash, type ApprovalDecisionRecord, type ApprovalRequestRecord, type MongoApprovalStore } from "@toolgate/approvals";
+import type { EventBus } from "@toolgate/bus";
+import {
+  canonicalJson,
+  failure,
+  nextCallEvent,
+  originOf,
+  type CallEventOf,
+  type CallEventOrigin,
+  type Decision,
+  type DecisionSigner,
+  type JsonValue,
+  type Principal,
+} from "@toolgate/contracts";
+import type { CompiledTool, CurrentContracts } from "@toolgate/registry";
+import type { Logger } from "@toolgate/telemetry";
+import { authorizeApproval, authorizeCall } from "./authorization.js";
+import type { CedarPolicies } from "./cedar-policies.js";
+import { deniedMessage } from "./decide.js";
+import { argumentWarnings, redactArguments } from "./redaction.js";
+
+/** An approval request as approvers see it: arguments redacted where the contract marks them sensitive. */
+export interface ApprovalView {
+  approval_id: string;
+  call_id: string;
+  run_id: string;
+  state: "pending" | "approved" | "denied" | "expired" | "revoked";
+  tool: { name: string; version: string; hash: string };
+  risk: string;
+  side_effect: string;
+  requester: { tenant: string; subject: string };
+  arguments: Record<string, JsonValue>;
+  /** Strings an approver should look at twice (not NFC, invisible characters). */
+  warnings: string[];
+  plan_hash: string;
+  args_hash: string;
+  reasons: string[];
+  taint: { tainted: boolean; sources: string[] };
+  requested_at: string;
+  expires_at: string;
+  decided_at?: string;
+  approver?: { tenant: string; subject: string };
+}
+
+/** Why an approver's request was refused; `status` is the HTTP status. */
+export interface DeskRefusal {
+  status: 400 | 403 | 404 | 409 | 410;
+  code:
+    | "APPROVAL_NOT_FOUND"
+    | "NOT_AN_APPROVER"
+    | "SELF_APPROVAL"
+    | "APPROVAL_MISMATCH"
+    | "ALREADY_DECIDED"
+    | "APPROVAL_EXPIRED"
+    | "CONTRACT_CHANGED"
+    | "POLICY_DENIES";
+  message: string;
+  details?: Record<string, JsonValue>;
+}
+
+export type DeskOutcome = { ok: true; approval: ApprovalView } | { ok: false; refusal: DeskRefusal };
+
+export interface ApprovalDeskDeps {
+  store: MongoApprovalStore;
+  bus: EventBus;
+  contracts: CurrentContracts;
+  policies: () => CedarPolicies;
+  signer: DecisionSigner;
+  /** How long a request waits for a human before it expires (APPROVAL_EXPIRED). */
+  requestTtlMs: number;
+  /** How long the authorization an approval produces stays usable (the short-lived, one-time token). */
+  grantTtlMs: number;
+  logger: Logger;
+  now?: () => Date;
+}
+
+const NOT_FOUND: DeskRefusal = { status: 404, code: "APPROVAL_NOT_FOUND", message: "no such approval request" };
+const samePrincipal = (a: Pick<Principal, "tenant" | "subject">, b: Pick<Principal, "tenant" | "subject">) => a.tenant === b.tenant && a.subject === b.subject;
+
+/**
+ * Approvals on policy's side: opens a stored request with an expiry when a call needs a human, lets an
+ * authenticated approver who holds the right (Cedar action `approve`) and is not the requester approve or deny
+ * it, expires requests nobody decided, and publishes the outcome: `approval_granted` + a signed `authorized`
+ * bound to the plan hash, or a terminal `denied` (APPROVAL_DENIED / APPROVAL_EXPIRED). The first decision wins
+ * on every replica (a unique insert); publishing is idempotent (deterministic event ids), so any replica may
+ * finish publishing a decision another one recorded.
+ */
+export class ApprovalDesk {
+  readonly #deps: ApprovalDeskDeps;
+  readonly #now: () => Date;
+
+  constructor(deps: ApprovalDeskDeps) {
+    this.#deps = deps;
+    this.#now = deps.now ?? (() => new Date());
+  }
+
+  /** Stores the request of a call that needs approval and publishes `approval_requested` (again, on a redelivery). */
+  async open(
+    proposal: CallEventOf<"proposed">,
+    verdict: { tool: CompiledTool; arguments: Record<string, JsonValue>; argsHash: string; reasons: string[] },
+    policyVersion: string,
+  ): Promise<ApprovalRequestRecord> {
+    const now = this.#now();
+    const { contract } = verdict.tool;
+    const request: ApprovalRequestRecord = {
+      _id: approvalIdFor(proposal.call_id),
+      call_id: proposal.call_id,
+      run_id: proposal.run_id,
+      tenant: proposal.principal.tenant,
+      requester: proposal.principal,
+      tool: verdict.tool.ref,
+      risk: contract.risk,
+      side_effect: contract.side_effect,
+      arguments_json: canonicalJson(verdict.arguments),
+      args_hash: verdict.argsHash,
+      plan_hash: planHash({ tool: verdict.tool.ref, arguments: verdict.arguments, principal: proposal.principal, resources: contract.resources }),
+      context: proposal.payload.context,
+      taint: proposal.payload.taint ?? { tainted: false, sources: [] },
+      reasons: verdict.reasons,
+      policy_version: policyVersion,
+      event_seq: proposal.seq + 1,
+      requested_at: now,
+      expires_at: new Date(now.getTime() + this.#deps.requestTtlMs),
+      open: true,
+    };
+    const { record } = await this.#deps.store.request(request);
+    await this.#deps.bus.publish(
+      nextCallEvent(
+        originOf(proposal),
+        "approval_requested",
+        "policy",
+        { approval_id: record._id, plan_hash: record.plan_hash, expires_at: record.expires_at.toISOString() },
+        { tool: record.tool, args_hash: record.args_hash, time: record.requested_at },
+      ),
+    );
+    this.#deps.logger.info(
+      { call_id: record.call_id, approval_id: record._id, plan_hash: record.plan_hash, reasons: record.reasons, policy_version: policyVersion },
+      "approval requested",
+    );
+    return record;
+  }
+
+  /** Pending requests of the approver's tenant that it may decide (never its own), oldest expiry first. */
+  async list(approver: Principal, filter: { callId?: string } = {}): Promise<ApprovalView[]> {
+    const now = this.#now();
+    const open = await this.#deps.store.openRequests({ tenant: approver.tenant, ...(filter.callId ? { callId: filter.callId } : {}) }, 500);
+    const decided = await this.#deps.store.decisionsOf(open.map((r) => r._id));
+    const views: ApprovalView[] = [];
+    for (const request of open) {
+      if (decided.has(request._id) || request.expires_at <= now || samePrincipal(approver, request.requester)) continue;
+      if (this.#mayApprove(approver, request, now, false) !== undefined) continue;
+      views.push(this.#view(request, undefined));
+    }
+    return views.slice(0, 200);
+  }
+
+  /** One request, for an approver who may decide it or for its requester; its state included. */
+  async get(id: string, caller: Principal): Promise<DeskOutcome> {
+    const request = await this.#deps.store.getRequest(id);
+    if (!request || request.tenant !== caller.tenant) return { ok: false, refusal: NOT_FOUND };
+    if (!samePrincipal(caller, request.requester) && this.#mayApprove(caller, request, this.#now(), false) !== undefined)
+      return { ok: false, refusal: NOT_FOUND };
+    return { ok: true, approval: this.#view(request, (await this.#deps.store.getDecision(id)) ?? undefined) };
+  }
+
+  /**
+   * Approves request `id` as `approver`. When `planHash` is given (the one the approver was shown) it must be
+   * the request's. On success the call's signed authorization is published, bound to the plan hash.
+   */
+  async approve(id: string, approver: Principal, body: { planHash?: string; note?: string } = {}): Promise<DeskOutcome> {
+    return this.#decide(id, approver, "approved", body);
+  }
+
+  /** Denies request `id` as `approver`: the call ends with APPROVAL_DENIED. */
+  async deny(id: string, approver: Principal, body: { planHash?: string; note?: string } = {}): Promise<DeskOutcome> {
+    return this.#decide(id, approver, "denied", body);
+  }
+
+  /**
+   * Expires requests nobody decided in time (their calls end with APPROVAL_EXPIRED) and publishes decisions
+   * whose events are missing (a replica stopped between recording and publishing). Safe on every replica.
+   */
+  async sweep(): Promise<{ expired: number; republished: number }> {
+    const now = this.#now();
+    let expired = 0;
+    for (const request of await this.#deps.store.openRequests({ expiredBy: now }, 100)) {
+      const { won, decision } = await this.#deps.store.decide({ _id: request._id, call_id: request.call_id, outcome: "expired", decided_at: now });
+      if (won) {
+        expired += 1;
+        await this.#publish(request, decision);
+      }
+    }
+    let republished = 0;
+    for (const decision of await this.#deps.store.unpublishedDecisions(new Date(now.getTime() - 2_000), 100)) {
+      const request = await this.#deps.store.getRequest(decision._id);
+      if (!request) continue;
+      await this.#publish(request, decision);
+      republished += 1;
+    }
+    return { expired, republished };
+  }
+
+  async #decide(id: string, approver: Principal, outcome: "approved" | "denied", body: { planHash?: string; note?: string }): Promise<DeskOutcome> {
+    const now = this.#now();
+    const request = await this.#deps.store.getRequest(id);
+    // Another tenant's request looks exactly like a missing one.
+    if (!request || request.tenant !== approver.tenant) return { ok: false, refusal: NOT_FOUND };
+    if (samePrincipal(approver, request.requester)) {
+      return { ok: false, refusal: { status: 403, code: "SELF_APPROVAL", message: "a call cannot be approved or denied by the principal that made it" } };
+    }
+    const refusal = this.#mayApprove(approver, request, now);
+    if (refusal) return { ok: false, refusal };
+    if (body.planHash !== undefined && body.planHash !== request.plan_hash) {
+      return {
+        ok: false,
+        refusal: {
+          status: 409,
+          code: "APPROVAL_MISMATCH",
+          message: "the plan hash you were shown is not this request's",
+          details: { plan_hash: request.plan_hash },
+        },
+      };
+    }
+    const existing = await this.#deps.store.getDecision(id);
+    if (existing) return { ok: false, refusal: decidedRefusal(existing) };
+    if (now >= request.expires_at) {
+      const expiry = await this.#deps.store.decide({ _id: id, call_id: request.call_id, outcome: "expired", decided_at: now });
+      if (expiry.won) await this.#publish(request, expiry.decision);
+      return { ok: false, refusal: decidedRefusal(expiry.decision) };
+    }
+    // The call is authorized again under the policy in force now: an approval cannot resurrect a call that policy
+    // stopped allowing while it waited (a revoked role, a removed task member).
+    const policies = this.#deps.policies();
+    const recheck = outcome === "approved" ? this.#recheck(policies, request, now) : undefined;
+    const note = body.note?.slice(0, 400);
+    const record: ApprovalDecisionRecord = {
+      _id: id,
+      call_id: request.call_id,
+      outcome: recheck ? "revoked" : outcome,
+      approver: { tenant: approver.tenant, subject: approver.subject, roles: approver.roles },
+      ...(note ? { note } : {}),
+      ...(recheck ? { reasons: recheck, policy_version: policies.version } : {}),
+      decided_at: now,
+      ...(outcome === "approved" && !recheck ? { grant_expires_at: new Date(now.getTime() + this.#deps.grantTtlMs) } : {}),
+    };
+    const { won, decision } = await this.#deps.store.decide(record);
+    if (!won) return { ok: false, refusal: decidedRefusal(decision) };
+    if (recheck) {
+      await this.#publish(request, decision);
+      return {
+        ok: false,
+        refusal: { status: 409, code: "POLICY_DENIES", message: "the policy in force no longer allows this call; it was ended with PERMISSION_DENIED" },
+      };
+    }
+    this.#deps.logger.info(
+      { call_id: request.call_id, approval_id: id, outcome, approver: `${approver.tenant}/${approver.subject}`, plan_hash: request.plan_hash },
+      "approval decided",
+    );
+    await this.#publish(request, decision);
+    return { ok: true, approval: this.#view(request, decision) };
+  }
+
+  /** Undefined when the policy in force still allows the call (possibly with this approval); otherwise its reasons. */
+  #recheck(policies: CedarPolicies, request: ApprovalRequestRecord, now: Date): string[] | undefined {
+    const tool = this.#deps.contracts.registry().getByHash(request.tool.hash)!;
+    const authorization = authorizeCall(policies, {
+      principal: request.requester,
+      tool,
+      arguments: JSON.parse(request.arguments_json) as Record<string, JsonValue>,
+      context: request.context,
+      taint: request.taint,
+      now,
+    });
+    if (authorization.kind !== "deny") return undefined;
+    this.#deps.logger.warn({ approval_id: request._id, reasons: authorization.reasons }, "approved call no longer allowed by policy");
+    return authorization.reasons;
+  }
+
+  /** Undefined when `approver` may decide `request`; otherwise why not. */
+  #mayApprove(approver: Principal, request: ApprovalRequestRecord, now: Date, log = true): DeskRefusal | undefined {
+    const tool = this.#deps.contracts.registry().getByHash(request.tool.hash);
+    if (!tool) {
+      return { status: 409, code: "CONTRACT_CHANGED", message: "the tool's contract changed since the call was proposed; it can no longer be approved" };
+    }
+    const check = authorizeApproval(this.#deps.policies(), { approver, requester: request.requester, tool, tainted: request.taint.tainted, now });
+    if (check.allowed) return undefined;
+    if (log)
+      this.#deps.logger.info(
+        { approval_id: request._id, approver: `${approver.tenant}/${approver.subject}`, reasons: check.reasons },
+        "approver lacks the right",
+      );
+    return { status: 403, code: "NOT_AN_APPROVER", message: "you do not hold the right to approve this call" };
+  }
+
+  /** Publishes what a decision produces; idempotent (same event ids, same signed decision), then marks it published. */
+  async #publish(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord): Promise<void> {
+    const origin: CallEventOrigin = {
+      call_id: request.call_id,
+      run_id: request.run_id,
+      principal: request.requester,
+      seq: request.event_seq,
+      tool: request.tool,
+      args_hash: request.args_hash,
+    };
+    const at = decision.decided_at;
+    if (decision.outcome === "approved") {
+      const approver = decision.approver!;
+      await this.#deps.bus.publish(
+        nextCallEvent(origin, "approval_granted", "policy", { approval_id: request._id, plan_hash: request.plan_hash, approver }, { time: at }),
+      );
+      const signed: Decision = {
+        decision_id: `dec_${request.call_id.slice(5)}`,
+        call_id: request.call_id,
+        run_id: request.run_id,
+        tool: request.tool,
+        args_hash: request.args_hash,
+        principal: request.requester,
+        context: request.context,
+        policy_version: request.policy_version,
+        issued_at: at.toISOString(),
+        expires_at: decision.grant_expires_at!.toISOString(),
+        key_id: this.#deps.signer.keyId,
+        approval: { approval_id: request._id, plan_hash: request.plan_hash },
+      };
+      const args = JSON.parse(request.arguments_json) as Record<string, JsonValue>;
+      await this.#deps.bus.publish(
+        nextCallEvent(
+          { ...origin, seq: origin.seq + 1 },
+          "authorized",
+          "policy",
+          { decision: signed, signature: this.#deps.signer.sign(signed), arguments: args },
+          { time: at },
+        ),
+      );
+    } else if (decision.outcome === "revoked") {
+      const result = failure(request.call_id, "PERMISSION_DENIED", deniedMessage(request.tool.name));
+      const reasons = (decision.reasons ?? []).map((r) => `at approval: ${r}`.slice(0, 512));
+      await this.#deps.bus.publish(
+        nextCallEvent(origin, "denied", "policy", { result, reasons, policy_version: decision.policy_version ?? request.policy_version }, { time: at }),
+      );
+    } else {
+      const code = decision.outcome === "denied" ? "APPROVAL_DENIED" : "APPROVAL_EXPIRED";
+      const reasons =
+        decision.outcome === "denied"
+          ? [
+              `approval ${request._id} denied by ${decision.approver!.tenant}/${decision.approver!.subject}${decision.note ? `: ${decision.note}` : ""}`.slice(
+                0,
+                512,
+              ),
+            ]
+          : [`approval ${request._id} expired at ${request.expires_at.toISOString()} without a decision`];
+      const message =
+        decision.outcome === "denied" ? "a human approver refused this call; it did not run" : "nobody approved this call in time; it did not run";
+      await this.#deps.bus.publish(
+        nextCallEvent(
+          origin,
+          "denied",
+          "policy",
+          { result: failure(request.call_id, code, message), reasons, policy_version: request.policy_version },
+          { time: at },
+        ),
+      );
+    }
+    await this.#deps.store.markPublished(request._id, this.#now());
+  }
+
+  #view(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord | undefined): ApprovalView {
+    const args = JSON.parse(request.arguments_json) as Record<string, JsonValue>;
+    const sensitive = this.#deps.contracts.registry().getByHash(request.tool.hash)?.contract.sensitive ?? [];
+    const state = decision ? decision.outcome : request.expires_at <= this.#now() ? "expired" : "pending";
+    return {
+      approval_id: request._id,
+      call_id: request.call_id,
+      run_id: request.run_id,
+      state,
+      tool: request.tool,
+      risk: request.risk,
+      side_effect: request.side_effect,
+      requester: { tenant: request.requester.tenant, subject: request.requester.subject },
+      // Unknown contract (changed since): nothing can be known to be safe to show.
+      arguments: this.#deps.contracts.registry().getByHash(request.tool.hash) ? redactArguments(args, sensitive) : {},
+      warnings: argumentWarnings(redactArguments(args, sensitive)),
+      plan_hash: request.plan_hash,
+      args_hash: request.args_hash,
+      reasons: request.reasons,
+      taint: request.taint,
+      requested_at: request.requested_at.toISOString(),
+      expires_at: request.expires_at.toISOString(),
+      ...(decision ? { decided_at: decision.decided_at.toISOString() } : {}),
+      ...(decision?.approver ? { approver: { tenant: decision.approver.tenant, subject: decision.approver.subject } } : {}),
+    };
+  }
+}
+
+function decidedRefusal(decision: ApprovalDecisionRecord): DeskRefusal {
+  return decision.outcome === "expired"
+    ? { status: 410, code: "APPROVAL_EXPIRED", message: "the request expired before anyone decided it" }
+    : { status: 409, code: "ALREADY_DECIDED", message: `the request was already ${decision.outcome}`, details: { outcome: decision.outcome } };
+}
