@@ -1,10 +1,10 @@
-import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoAuditStore } from "@toolgate/storage";
 import { toolsetContracts } from "@toolgate/toolsets";
 import { auditHandler } from "./audit-worker.js";
 import { loadConfig } from "./config.js";
 import { auditApi } from "./http-api.js";
-import { sensitiveFields } from "./redact.js";
+import { catalogSensitiveFields } from "./redact.js";
 
 const config = loadConfig(process.env);
 
@@ -13,6 +13,11 @@ await runService({
   config,
   async start({ logger }) {
     const infra = await connectInfrastructure("audit", config, logger);
+    const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
+      replicas: config.STREAM_REPLICAS,
+      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
+      logger,
+    });
     const store = new MongoAuditStore(infra.db);
     await store.ensureIndexes();
     const worker = await infra.bus.consume(
@@ -25,7 +30,7 @@ await runService({
         ackWaitMs: config.AUDIT_ACK_WAIT_MS,
         maxDeliver: 100,
       },
-      auditHandler({ store, sensitive: sensitiveFields(toolsetContracts(config.TOOLGATE_TOOLSETS)), logger }),
+      auditHandler({ store, sensitive: catalogSensitiveFields(contracts), logger }),
       (rejection, message) => store.recordRejected(rejection, message),
     );
     const api = auditApi(store, config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN });
@@ -36,6 +41,7 @@ await runService({
       async stop() {
         await api.close();
         await worker.stop();
+        contracts.close();
         await infra.close();
       },
     };

@@ -2,7 +2,7 @@ import { eventId, newCallId, newRunId, type ToolgateEvent } from "@toolgate/cont
 import { describe, expect, it } from "vitest";
 import { redactEvent, REDACTED } from "./redact.js";
 
-const sensitive = new Map([["send_email", ["/body", "/auth/token"]]]);
+const sensitive = (tool: string) => (tool === "send_email" ? ["/body", "/auth/token"] : undefined);
 
 function proposed(tool: string, argumentsJson: string): ToolgateEvent {
   const callId = newCallId();

@@ -1,14 +1,20 @@
 import type { JsonValue, ToolgateEvent } from "@toolgate/contracts";
-import type { ToolContractInput } from "@toolgate/registry";
+import type { CompiledTool, ToolRegistry } from "@toolgate/registry";
 
 export const REDACTED = "[REDACTED]";
 
-/** JSON pointers of sensitive argument fields, per tool name. */
-export type SensitiveFields = ReadonlyMap<string, readonly string[]>;
+/**
+ * JSON pointers of the sensitive argument fields of a tool: of the exact contract version when its hash is
+ * known (an authorized call), else of the current version of the tool with that name (a proposal).
+ */
+export type SensitiveFields = (tool: string, hash?: string) => readonly string[] | undefined;
 
-/** Reads the sensitive-field declarations of the given contracts. */
-export function sensitiveFields(contracts: readonly ToolContractInput[]): SensitiveFields {
-  return new Map(contracts.filter((c) => (c.sensitive ?? []).length > 0).map((c) => [c.name, c.sensitive ?? []]));
+/** Sensitive fields from a registry source that may change while running (the contract catalog). */
+export function catalogSensitiveFields(catalog: { registry(): ToolRegistry; get(hash: string): CompiledTool | undefined }): SensitiveFields {
+  return (tool, hash) => {
+    const contract = (hash ? catalog.get(hash) : undefined)?.contract ?? catalog.registry().get(tool)?.contract;
+    return contract && contract.sensitive.length > 0 ? contract.sensitive : undefined;
+  };
 }
 
 /**
@@ -18,7 +24,7 @@ export function sensitiveFields(contracts: readonly ToolContractInput[]): Sensit
 export function redactEvent(event: ToolgateEvent, sensitive: SensitiveFields): ToolgateEvent {
   if (event.kind !== "call") return event;
   if (event.type === "proposed") {
-    const pointers = sensitive.get(event.payload.tool_name);
+    const pointers = sensitive(event.payload.tool_name);
     if (!pointers) return event;
     let args: JsonValue;
     try {
@@ -29,7 +35,7 @@ export function redactEvent(event: ToolgateEvent, sensitive: SensitiveFields): T
     return { ...event, payload: { ...event.payload, arguments_json: JSON.stringify(redactPointers(args, pointers)) } };
   }
   if (event.type === "authorized") {
-    const pointers = sensitive.get(event.payload.decision.tool.name);
+    const pointers = sensitive(event.payload.decision.tool.name, event.payload.decision.tool.hash);
     if (!pointers) return event;
     return { ...event, payload: { ...event.payload, arguments: redactPointers(event.payload.arguments, pointers) as Record<string, JsonValue> } };
   }

@@ -35,3 +35,12 @@ export const SubmitCallsSchema = z.object({
 
 /** Query of reads that may wait for a change. */
 export const WaitQuerySchema = z.object({ wait_ms: z.coerce.number().int().min(0).max(60_000).default(0) });
+
+/** Body of `POST /v1/providers/{provider}/tool-calls`: a provider-native model response, bring-your-own-loop. */
+export const SubmitProviderResponseSchema = z.object({
+  run_id: RunIdSchema.optional(),
+  context: RunContextSchema.default({}),
+  /** The model's output exactly as the provider returned it (a Responses object, a chat completion, a message…). */
+  response: z.unknown(),
+  wait_ms: z.number().int().min(0).max(60_000).default(0),
+});

@@ -77,10 +77,13 @@ export class CallScheduler {
     this.#log = deps.logger;
   }
 
-  /** Proposes what may run now of `turn`; returns true when a write is waiting for a lock. */
-  async schedule(run: RunRecord, turn: number, calls?: readonly CallRecord[]): Promise<boolean> {
+  /**
+   * Proposes what may run now of `turn`; returns true when a write is waiting for a lock. `fresh` says the
+   * calls were created just now, so none can have an outcome yet (saves a read).
+   */
+  async schedule(run: RunRecord, turn: number, calls?: readonly CallRecord[], fresh = false): Promise<boolean> {
     const all = calls ?? (await this.#store.callsOfTurn(run._id, turn));
-    const done = new Set((await this.#store.resultsOfTurn(run._id, turn)).map((r) => r._id));
+    const done = new Set(fresh ? [] : (await this.#store.resultsOfTurn(run._id, turn)).map((r) => r._id));
     const ordered = [...all].sort((a, b) => a.order - b.order);
     const pending: Promise<void>[] = [];
     for (const call of ordered) if (!call.write && !done.has(call._id)) pending.push(this.#propose(run, call));

@@ -1,4 +1,5 @@
 import { ApiKeySchema, JwtIssuerSchema } from "@toolgate/identity";
+import { ModelProviderSchema } from "@toolgate/models";
 import { baseEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
 import { ToolsetNameSchema } from "@toolgate/toolsets";
 import { z } from "zod";
@@ -10,6 +11,8 @@ const OrchestratorEnvSchema = z.object({
   ORCHESTRATOR_API_KEYS: jsonEnv(z.array(ApiKeySchema)).default([]),
   /** JSON array of trusted JWT issuers `[{ issuer, audience, tenant, public_key_pem | jwks | jwks_url }]`. */
   ORCHESTRATOR_JWT_ISSUERS: jsonEnv(z.array(JwtIssuerSchema)).default([]),
+  /** JSON array of model providers `[{ name, kind, base_url?, api_key }]`; a run's model `<name>:<model>` uses one. Secret. */
+  MODEL_PROVIDERS: jsonEnv(z.array(ModelProviderSchema)).default([]),
   HTTP_HOST: z.string().default("127.0.0.1"),
   /** 0 picks a free port (reported in the `ready` log line). */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),

@@ -1,14 +1,17 @@
-import { CallIdSchema, RunIdSchema, type Principal } from "@toolgate/contracts";
+import { CallIdSchema, RunIdSchema, type Principal, type ResultEnvelope } from "@toolgate/contracts";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { Authenticator } from "@toolgate/identity";
+import type { McpFrontDoor } from "./mcp-front-door.js";
 import type { Logger } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
-import { StartRunSchema, SubmitCallsSchema, WaitQuerySchema } from "./api-schemas.js";
+import { StartRunSchema, SubmitCallsSchema, SubmitProviderResponseSchema, WaitQuerySchema } from "./api-schemas.js";
+import { exportTools, formatResults, parseToolCalls, PROVIDERS, type ParsedToolCall, type ProviderName } from "@toolgate/providers";
 import { openApiDocument } from "./openapi.js";
+import { provenanceOf } from "./transcript.js";
 import type { ToolRegistry } from "@toolgate/registry";
 
 declare module "fastify" {
@@ -19,6 +22,10 @@ declare module "fastify" {
 
 function apiError(reply: FastifyReply, status: number, code: string, message: string, details?: unknown) {
   return reply.code(status).send({ error: { code, message, ...(details === undefined ? {} : { details }) } });
+}
+
+function isProvider(name: string): name is ProviderName {
+  return (PROVIDERS as readonly string[]).includes(name);
 }
 
 function issues(error: z.ZodError) {
@@ -34,8 +41,10 @@ export function orchestratorApi(deps: {
   loop: RunLoop;
   store: RunStore;
   waiters: CallWaiters;
-  registry: ToolRegistry;
+  /** The contracts in force now (the catalog: new versions arrive while running). */
+  contracts: { registry(): ToolRegistry };
   authenticator: Authenticator;
+  mcp: McpFrontDoor;
   logger: Logger;
 }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
@@ -89,10 +98,42 @@ export function orchestratorApi(deps: {
   app.get("/healthz", () => Promise.resolve({ ok: true }));
   app.get("/openapi.json", () => Promise.resolve(openApiDocument()));
 
-  // What the model may use, as Toolgate knows it (contract version and hash included).
-  app.get("/v1/tools", () =>
-    Promise.resolve({
-      tools: deps.registry
+  // The MCP front door: the SDK's transport writes the response itself.
+  app.route({
+    method: ["GET", "POST", "DELETE"],
+    url: "/mcp",
+    handler: async (request, reply) => {
+      reply.hijack();
+      try {
+        await deps.mcp.handle(request.principal!, request.raw, reply.raw, request.body);
+      } catch (error) {
+        deps.logger.warn({ err: error }, "MCP request failed");
+        if (!reply.raw.headersSent)
+          reply.raw
+            .writeHead(500, { "content-type": "application/json" })
+            .end(JSON.stringify({ error: { code: "INTERNAL", message: "the MCP request failed" } }));
+      }
+    },
+  });
+
+  // What the model may use: as Toolgate knows it (contract version and hash included), or in a provider's format.
+  app.get<{ Querystring: { format?: string } }>("/v1/tools", async (request, reply) => {
+    const format = request.query.format;
+    if (format !== undefined) {
+      if (!isProvider(format)) return apiError(reply, 400, "INVALID_REQUEST", `format must be one of ${PROVIDERS.join(", ")}`);
+      const exported = exportTools(
+        format,
+        deps.contracts
+          .registry()
+          .list()
+          .map((t) => t.contract),
+      );
+      if (!exported.ok) return apiError(reply, 500, "INTERNAL", exported.error.message);
+      return { format, tools: exported.tools, notes: exported.notes };
+    }
+    return {
+      tools: deps.contracts
+        .registry()
         .list()
         .filter((t) => t.contract.enabled)
         .map(({ contract, hash }) => ({
@@ -106,8 +147,82 @@ export function orchestratorApi(deps: {
           risk: contract.risk,
           untrusted_output: contract.untrusted_output,
         })),
-    }),
-  );
+    };
+  });
+
+  // Bring your own loop in the provider's own dialect: its model response in, its tool results out.
+  app.post<{ Params: { provider: string } }>("/v1/providers/:provider/tool-calls", async (request, reply) => {
+    const provider = request.params.provider;
+    if (!isProvider(provider)) return apiError(reply, 404, "UNKNOWN_PROVIDER", `provider must be one of ${PROVIDERS.join(", ")}`);
+    const body = SubmitProviderResponseSchema.safeParse(request.body);
+    if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid submission", issues(body.error));
+    const parsed = parseToolCalls(provider, body.data.response);
+    if (!parsed.ok)
+      return apiError(reply, 400, parsed.error.code, parsed.error.message, parsed.error.pointer === undefined ? undefined : { pointer: parsed.error.pointer });
+    if (parsed.calls.length === 0) return apiError(reply, 400, "NO_TOOL_CALLS", "the response proposes no tool calls");
+    let waiting: ReturnType<CallWaiters["register"]> | undefined;
+    let submitted: { runId: string; callIds: string[] };
+    try {
+      submitted = await deps.loop.submitCalls(
+        request.principal!,
+        {
+          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
+          context: body.data.context,
+          calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
+        },
+        (callIds) => (waiting = deps.waiters.register(callIds)),
+      );
+    } catch (error) {
+      await waiting?.wait(0);
+      if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 400, error.code, error.message);
+      throw error;
+    }
+    const results = await waiting!.wait(body.data.wait_ms);
+    return providerResults(reply, provider, submitted.runId, parsed.calls, submitted.callIds, results);
+  });
+
+  // Later reads of the same calls, in the provider's format, once every one has ended.
+  app.get<{ Params: { provider: string }; Querystring: { call_ids?: string; wait_ms?: string } }>("/v1/providers/:provider/results", async (request, reply) => {
+    const provider = request.params.provider;
+    if (!isProvider(provider)) return apiError(reply, 404, "UNKNOWN_PROVIDER", `provider must be one of ${PROVIDERS.join(", ")}`);
+    const ids = (request.query.call_ids ?? "").split(",").filter(Boolean);
+    const query = WaitQuerySchema.safeParse({ wait_ms: request.query.wait_ms });
+    if (ids.length === 0 || ids.length > 64 || !ids.every((id) => CallIdSchema.safeParse(id).success) || !query.success) {
+      return apiError(reply, 400, "INVALID_REQUEST", "call_ids must list 1 to 64 call ids");
+    }
+    const calls = await Promise.all(ids.map((id) => deps.store.getCall(id)));
+    const runIds = new Set(calls.map((c) => c?.run_id));
+    const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
+    if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
+    const waiting = deps.waiters.register(ids);
+    const results = await waiting.wait(query.data.wait_ms);
+    const parsedCalls = calls.map((c) => ({ id: c!.provider_call_id, name: c!.tool_name, argumentsJson: c!.arguments_json }));
+    return providerResults(reply, provider, run._id, parsedCalls, ids, results);
+  });
+
+  /** 200 with the provider-native results when every call ended; 202 with what is still pending otherwise. */
+  async function providerResults(
+    reply: FastifyReply,
+    provider: ProviderName,
+    runId: string,
+    calls: ParsedToolCall[],
+    callIds: string[],
+    results: Map<string, ResultEnvelope>,
+  ) {
+    const mapping = calls.map((c, i) => ({ id: c.id, call_id: callIds[i]! }));
+    if (results.size < callIds.length) {
+      const awaiting = new Set((await deps.store.pendingApprovals(runId)).map((w) => w._id));
+      const pending = mapping.filter((m) => !results.has(m.call_id)).map((m) => ({ ...m, status: awaiting.has(m.call_id) ? "awaiting_approval" : "running" }));
+      return reply.code(202).send({ run_id: runId, complete: false, calls: mapping, pending });
+    }
+    const formatted = formatResults(
+      provider,
+      calls,
+      mapping.map((m, i) => ({ id: m.id, result: results.get(m.call_id)!, provenance: provenanceOf(calls[i]!.name, deps.contracts.registry()) })),
+    );
+    if (!formatted.ok) return apiError(reply, 500, "INTERNAL", formatted.error.message);
+    return reply.code(200).send({ run_id: runId, complete: true, calls: mapping, results: formatted.output });
+  }
 
   app.post("/v1/runs", async (request, reply) => {
     const body = StartRunSchema.safeParse(request.body);

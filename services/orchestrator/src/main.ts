@@ -1,24 +1,42 @@
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
-import { ToolRegistry } from "@toolgate/registry";
-import { connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { toolsetContracts } from "@toolgate/toolsets";
 import type { Budgets } from "./budgets.js";
 import { CallScheduler } from "./call-scheduler.js";
 import { CallWaiters } from "./call-waiters.js";
 import { loadConfig } from "./config.js";
 import { orchestratorApi } from "./http-api.js";
-import type { ModelAdapter } from "./model.js";
+import { McpFrontDoor } from "./mcp-front-door.js";
+import type { ModelAdapter } from "@toolgate/models";
+import type { ToolContractInput } from "@toolgate/registry";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunLoop } from "./run-loop.js";
 import { RunStore } from "./run-store.js";
-import { scriptedModel } from "./scripted-model.js";
+import { providerModel, scriptedModel } from "@toolgate/models";
 
 const config = loadConfig(process.env);
 
-/** Model adapters by name: `scripted:<scenario>` for the deterministic test and demo model. */
-function models(name: string): ModelAdapter | undefined {
-  return name.startsWith("scripted:") ? scriptedModel(name.slice("scripted:".length)) : undefined;
+/**
+ * Model adapters by name: `scripted:<scenario>` for the deterministic test and demo model, `<provider>:<model>`
+ * for a configured provider (its official SDK, offered the current contracts in its own format).
+ */
+function modelAdapters(contracts: () => readonly ToolContractInput[]): (name: string) => ModelAdapter | undefined {
+  const adapters = new Map<string, ModelAdapter>();
+  return (name) => {
+    const cached = adapters.get(name);
+    if (cached) return cached;
+    const split = name.indexOf(":");
+    const [prefix, model] = split < 0 ? [name, ""] : [name.slice(0, split), name.slice(split + 1)];
+    let adapter: ModelAdapter | undefined;
+    if (prefix === "scripted") adapter = scriptedModel(model);
+    else {
+      const provider = config.MODEL_PROVIDERS.find((p) => p.name === prefix);
+      if (provider && model) adapter = providerModel(provider, model, contracts);
+    }
+    if (adapter) adapters.set(name, adapter);
+    return adapter;
+  };
 }
 
 const defaultBudgets: Budgets = {
@@ -34,13 +52,24 @@ await runService({
   name: "orchestrator",
   config,
   async start({ logger }) {
-    const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
     const infra = await connectInfrastructure("orchestrator", config, logger);
+    const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
+      replicas: config.STREAM_REPLICAS,
+      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
+      logger,
+    });
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
     const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
-    const loop = new RunLoop({ store, bus: infra.bus, registry, scheduler, models, waiters, defaultBudgets, instanceId: config.INSTANCE_ID, logger });
+    const models = modelAdapters(() =>
+      contracts
+        .registry()
+        .list()
+        .filter((t) => t.contract.enabled)
+        .map((t) => t.contract),
+    );
+    const loop = new RunLoop({ store, bus: infra.bus, contracts, scheduler, models, waiters, defaultBudgets, instanceId: config.INSTANCE_ID, logger });
     const worker = await infra.bus.consume(
       {
         name: "orchestrator",
@@ -77,10 +106,20 @@ await runService({
         .finally(() => (sweeping = false));
     }, config.ORCHESTRATOR_SWEEP_MS);
     const authenticator = await Authenticator.create({ apiKeys: config.ORCHESTRATOR_API_KEYS, issuers: config.ORCHESTRATOR_JWT_ISSUERS });
-    const api = orchestratorApi({ loop, store, waiters, registry, authenticator, logger });
+    const mcp = new McpFrontDoor({ loop, waiters, contracts, logger });
+    const api = orchestratorApi({ loop, store, waiters, contracts, authenticator, mcp, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
-    logger.info({ resumed_runs: resumed, tools: registry.list().map((t) => t.ref.name) }, "orchestrator configured");
+    logger.info(
+      {
+        resumed_runs: resumed,
+        tools: contracts
+          .registry()
+          .list()
+          .map((t) => t.ref.name),
+      },
+      "orchestrator configured",
+    );
     return {
       httpPort: typeof address === "object" && address ? address.port : config.HTTP_PORT,
       async stop() {
@@ -88,6 +127,7 @@ await runService({
         await api.close();
         waiters.close();
         await Promise.all([worker.stop(), approvals.stop()]);
+        contracts.close();
         await infra.close();
       },
     };

@@ -1,6 +1,7 @@
 import { ERROR_CODES, ResultEnvelopeSchema } from "@toolgate/contracts";
 import { z } from "zod";
-import { StartRunSchema, SubmitCallsSchema } from "./api-schemas.js";
+import { PROVIDERS } from "@toolgate/providers";
+import { StartRunSchema, SubmitCallsSchema, SubmitProviderResponseSchema } from "./api-schemas.js";
 
 const json = (schema: z.ZodType, io: "input" | "output" = "input") => z.toJSONSchema(schema, { io, unrepresentable: "any" });
 
@@ -64,6 +65,7 @@ export function openApiDocument(): Record<string, unknown> {
       schemas: {
         StartRun: json(StartRunSchema),
         SubmitCalls: json(SubmitCallsSchema),
+        SubmitProviderResponse: json(SubmitProviderResponseSchema),
         ResultEnvelope: json(ResultEnvelopeSchema, "output"),
         RunView: RunViewSchema,
         Error: ErrorSchema,
@@ -115,8 +117,43 @@ export function openApiDocument(): Record<string, unknown> {
       },
       "/v1/tools": {
         get: {
-          summary: "The tools a model may use, with contract version and hash.",
+          summary: "The tools a model may use, with contract version and hash; with ?format=<provider>, in that provider's tool-definition format.",
+          parameters: [{ name: "format", in: "query", schema: { enum: [...PROVIDERS] } }],
           responses: { "200": { description: "the registry", content: { "application/json": { schema: { type: "object" } } } }, ...errors },
+        },
+      },
+      "/v1/providers/{provider}/tool-calls": {
+        post: {
+          summary:
+            "Bring your own loop in the provider's dialect: post its model response, get its tool results once every call has ended (202 with what is pending, e.g. awaiting approval).",
+          parameters: [{ name: "provider", in: "path", required: true, schema: { enum: [...PROVIDERS] } }],
+          requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/SubmitProviderResponse" } } } },
+          responses: {
+            "200": { description: "every call ended: provider-native results", content: { "application/json": { schema: { type: "object" } } } },
+            "202": { description: "calls still running or awaiting approval", content: { "application/json": { schema: { type: "object" } } } },
+            ...errors,
+          },
+        },
+      },
+      "/v1/providers/{provider}/results": {
+        get: {
+          summary: "Provider-native results of earlier calls, once every one has ended.",
+          parameters: [
+            { name: "provider", in: "path", required: true, schema: { enum: [...PROVIDERS] } },
+            { name: "call_ids", in: "query", required: true, schema: { type: "string" } },
+            { name: "wait_ms", in: "query", schema: { type: "integer", minimum: 0, maximum: 60000 } },
+          ],
+          responses: {
+            "200": { description: "results", content: { "application/json": { schema: { type: "object" } } } },
+            "202": { description: "pending" },
+            ...errors,
+          },
+        },
+      },
+      "/mcp": {
+        post: {
+          summary: "MCP front door (Streamable HTTP, stateless): tools/list and tools/call over the registry, with every check in the path.",
+          responses: { "200": { description: "a JSON-RPC response" }, ...errors },
         },
       },
     },

@@ -18,14 +18,15 @@ import type { Logger } from "@toolgate/telemetry";
 import { checkTurn, type Budgets, type StopReason } from "./budgets.js";
 import { callTraits, type CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
-import type { ModelAdapter, ModelResponse, ProposedToolCall } from "./model.js";
+import type { ModelAdapter, ModelResponse, ProposedToolCall } from "@toolgate/models";
 import type { CallRecord, CallResultRecord, RunRecord, RunStore } from "./run-store.js";
 import { transcriptOf } from "./transcript.js";
 
 export interface RunLoopDeps {
   store: RunStore;
   bus: EventBus;
-  registry: ToolRegistry;
+  /** The contracts in force now (the catalog: new versions arrive while running). */
+  contracts: { registry(): ToolRegistry };
   scheduler: CallScheduler;
   /** Resolves a model name (e.g. `scripted:c04`, `openai-responses:gpt-x`) to its adapter. */
   models: (name: string) => ModelAdapter | undefined;
@@ -64,6 +65,8 @@ export class RunLoop {
   readonly #now: () => number;
   /** Calls this process proposed that have no outcome yet: saves a read per terminal event. */
   readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
+  /** Open writes per `<run>:<turn>` among the calls this process proposed. */
+  readonly #openWrites = new Map<string, number>();
   /** Host-driven runs this process created or checked: their owner and status never change. */
   readonly #externalRuns = new Map<RunId, RunRecord>();
   /** Managed runs this process has seen running, for the wall-clock and approval-wait sweeps. */
@@ -116,12 +119,12 @@ export class RunLoop {
     }
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#now();
-    const taint = request.runId ? taintOf(await this.#deps.store.resultsOf(run._id), this.#deps.registry) : { tainted: false, sources: [] };
+    const taint = request.runId ? taintOf(await this.#deps.store.resultsOf(run._id), this.#deps.contracts.registry()) : { tainted: false, sources: [] };
     const records = this.#callRecords(run, turn, request.calls, taint);
     beforePublish(records.map((r) => r._id));
     await this.#deps.store.insertCalls(records);
     this.#track(records, true);
-    await this.#deps.scheduler.schedule(run, turn, records);
+    await this.#deps.scheduler.schedule(run, turn, records, true);
     return { runId: run._id, callIds: records.map((r) => r._id) };
   }
 
@@ -155,11 +158,12 @@ export class RunLoop {
     await this.#deps.scheduler.finished(call);
     this.#deps.waiters.resolve(call._id, result);
     await this.#deps.bus.publish(nextCallEvent(originOf(event), "result_attached", "orchestrator", { provider_call_id: call.provider_call_id, ok: result.ok }));
-    this.#open.delete(call._id);
+    this.#untrack(call);
     const run = (open?.external ? this.#externalRuns.get(call.run_id) : undefined) ?? (await this.#deps.store.getRun(call.run_id));
     if (!run) return ACK;
     if (run.status === "external") {
-      await this.#deps.scheduler.schedule(run, call.turn);
+      // Only a write can be waiting for an earlier call of its group to end.
+      if (open === undefined || this.#writesPending(call)) await this.#deps.scheduler.schedule(run, call.turn);
       return ACK;
     }
     await this.#afterResult(run, call);
@@ -246,7 +250,8 @@ export class RunLoop {
   }
 
   async #playModelTurn(run: RunRecord): Promise<void> {
-    const { store, registry } = this.#deps;
+    const { store } = this.#deps;
+    const registry = this.#deps.contracts.registry();
     // A turn recorded before a crash is continued, not asked again.
     const recorded = await store.getTurn(run._id, run.turn);
     if (recorded) {
@@ -319,7 +324,7 @@ export class RunLoop {
       );
       this.#track(records, false);
       const updated: RunRecord = { ...run, responses, usage, tool_calls: usage.tool_calls, awaiting: "tools" };
-      await this.#deps.scheduler.schedule(updated, run.turn, records);
+      await this.#deps.scheduler.schedule(updated, run.turn, records, true);
       await this.#advanceIfTurnComplete(updated);
       return;
     }
@@ -399,14 +404,31 @@ export class RunLoop {
       tool_name: c.name,
       arguments_json: c.arguments,
       order,
-      ...callTraits(this.#deps.registry, c.name, c.arguments),
+      ...callTraits(this.#deps.contracts.registry(), c.name, c.arguments),
       taint,
       created_at: now,
     }));
   }
 
+  /** Whether a write of `call`'s run and turn that this process proposed is still open. */
+  #writesPending(call: CallRecord): boolean {
+    return (this.#openWrites.get(`${call.run_id}:${call.turn}`) ?? 0) > 0;
+  }
+
   #track(records: readonly CallRecord[], external: boolean): void {
-    for (const call of records) this.#remember(this.#open, call._id, { call, external });
+    for (const call of records) {
+      if (!this.#open.has(call._id) && call.write)
+        this.#openWrites.set(`${call.run_id}:${call.turn}`, (this.#openWrites.get(`${call.run_id}:${call.turn}`) ?? 0) + 1);
+      this.#remember(this.#open, call._id, { call, external });
+    }
+  }
+
+  #untrack(call: CallRecord): void {
+    if (!this.#open.delete(call._id) || !call.write) return;
+    const key = `${call.run_id}:${call.turn}`;
+    const left = (this.#openWrites.get(key) ?? 1) - 1;
+    if (left > 0) this.#openWrites.set(key, left);
+    else this.#openWrites.delete(key);
   }
 
   /** Oldest first out: a call or run another replica finished is only a cache miss, never wrong. */

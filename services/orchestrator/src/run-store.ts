@@ -2,7 +2,7 @@ import type { CallId, Principal, ResultEnvelope, RunContext, RunId, TerminalCall
 import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
 import type { Budgets, Usage } from "./budgets.js";
-import type { ModelResponse } from "./model.js";
+import type { ModelResponse } from "@toolgate/models";
 
 /** A run's persisted state. `awaiting` says whose move it is: the model's or the tools'. */
 export interface RunRecord {
