@@ -25,7 +25,14 @@ export default tseslint.config(
       "@typescript-eslint/no-non-null-assertion": "off",
       "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true, allowBoolean: true }],
       "import-x/no-cycle": "error",
-      "no-restricted-imports": ["error", { patterns: [{ group: ["@toolgate/*/src/*", "**/packages/*/src/**", "**/services/*/src/**"], message: "import a package's public entry, not its sources" }] }],
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["@toolgate/*/src/*", "**/packages/*/src/**", "**/services/*/src/**"], message: "import a package's public entry, not its sources" },
+          ],
+        },
+      ],
     },
   },
   {

@@ -1,5 +1,14 @@
 export { ToolContractSchema, contractHash, type ToolContract, type ToolContractInput } from "./contract.js";
-export { ToolRegistry, ContractCompiler, ContractError, type CompiledTool, type ArgumentCheck, type ResultCheck } from "./registry.js";
+export {
+  ToolRegistry,
+  ContractCompiler,
+  ContractError,
+  fixedContracts,
+  type CurrentContracts,
+  type CompiledTool,
+  type ArgumentCheck,
+  type ResultCheck,
+} from "./registry.js";
 export {
   defineTool,
   layeredHandler,

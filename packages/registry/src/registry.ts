@@ -260,3 +260,16 @@ function toViolations(errors: readonly ErrorObject[]): Violation[] {
 function escapePointer(token: string): string {
   return token.replace(/~/g, "~0").replace(/\//g, "~1");
 }
+
+/**
+ * Where a service reads the contracts in force: the live catalog in a running service, a fixed registry in
+ * tests and benchmarks. Read it per call — a catalog swaps its registry when a new version arrives.
+ */
+export interface CurrentContracts {
+  registry(): ToolRegistry;
+}
+
+/** A fixed set of contracts, for tests and tools that do not follow the catalog. */
+export function fixedContracts(registry: ToolRegistry): CurrentContracts {
+  return { registry: () => registry };
+}

@@ -4,3 +4,16 @@ export { uniqueName } from "./names.js";
 export { waitFor } from "./wait-for.js";
 export { ServiceProcess, REPO_ROOT, type ServiceName, type LogLine } from "./service-process.js";
 export { Stack, STACK_USERS, type StackOptions, type StackPrincipal, type RunView, type AuditedEvent } from "./stack.js";
+export {
+  callTool,
+  callTools,
+  resultOf,
+  callEvents,
+  waitForCallEvents,
+  eventTrail,
+  type CallResult,
+  type SubmittedCall,
+  type CallOptions,
+} from "./tool-calls.js";
+export { FakeProviders, type FakeDialect, type RecordedRequest } from "./fake-providers.js";
+export { ExecutorDriver, type DrivenResult } from "./executor-driver.js";

@@ -1,6 +1,12 @@
 import { generateKeyPairSync, randomBytes, type KeyObject } from "node:crypto";
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { SignJWT } from "jose";
-import { ServiceProcess, type ServiceName } from "./service-process.js";
+import { REPO_ROOT, ServiceProcess, type ServiceName } from "./service-process.js";
 
 /** A run as the orchestrator's API returns it. */
 export interface RunView {
@@ -44,8 +50,16 @@ export interface StackOptions {
   name?: string;
   toolsets?: string[];
   executors?: number;
-  /** Grants document for policy; by default the `researcher` role may use every tool. */
-  grants?: unknown;
+  /**
+   * Files added to (or, with `null`, removed from) the stack's copy of the repository's policy directory
+   * (`infra/policy`): Cedar policies, `entities.json`, `quotas.json`. Applied after the stack's defaults.
+   */
+  policyFiles?: Record<string, string | null>;
+  /**
+   * Keep the repository's Rule-of-Two policy (a tainted run's writes need approval). Off by default: the C04
+   * scenarios save evidence after reading untrusted documents without a human in the loop.
+   */
+  ruleOfTwo?: boolean;
   /** Extra environment for every service. */
   extraEnv?: Record<string, string>;
   /** Extra environment per service (e.g. fault injection for the executor). */
@@ -57,7 +71,15 @@ export interface StackOptions {
 export const STACK_USERS = {
   alice: { tenant: "acme", subject: "alice", roles: ["researcher"] },
   bob: { tenant: "acme", subject: "bob", roles: [] },
+  /** An approver: may approve other principals' calls through policy's approval API and page. */
+  carol: { tenant: "acme", subject: "carol", roles: ["approver"] },
 } as const satisfies Record<string, StackPrincipal>;
+
+/** The stack's addition to the repository's policies: as with the grants it replaced, researchers may use every tool. */
+const STACK_TOOLS_POLICY = `// Test stacks only: the researcher role may use every tool of the enabled tool sets.
+@id("stack-researchers-use-every-tool")
+permit (principal in Role::"researcher", action == Action::"call", resource);
+`;
 
 /**
  * The four services started as separate OS processes against real NATS and Mongo, wired with fresh keys,
@@ -70,15 +92,37 @@ export class Stack {
   readonly processes: ServiceProcess[] = [];
   /** The test identity provider's issuer: JWTs it signs authenticate principals of tenant `acme`. */
   readonly jwtIssuer = "https://idp.acme.test";
+  /** Signs decisions as this stack's policy service does: for tests and benchmarks that drive executors directly. */
+  readonly policySigner: DecisionSigner;
+  /** The policy service's Cedar directory (a private copy: tests may edit it to see policy reload). */
+  readonly policyDir: string;
   readonly #idpKey: KeyObject;
+  readonly #natsUrl: string;
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
 
   private constructor(options: StackOptions) {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
+    this.#natsUrl = options.natsUrl;
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+    this.policySigner = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
     const idp = generateKeyPairSync("ed25519");
     this.#idpKey = idp.privateKey;
-    this.apiKeys = { alice: `tgk_alice_${randomBytes(12).toString("hex")}`, bob: `tgk_bob_${randomBytes(12).toString("hex")}` };
+    this.apiKeys = {
+      alice: `tgk_alice_${randomBytes(12).toString("hex")}`,
+      bob: `tgk_bob_${randomBytes(12).toString("hex")}`,
+      carol: `tgk_carol_${randomBytes(12).toString("hex")}`,
+    };
+    this.policyDir = mkdtempSync(join(tmpdir(), `${this.name}-policy-`));
+    cpSync(`${REPO_ROOT}infra/policy`, this.policyDir, { recursive: true });
+    const policyFiles: Record<string, string | null> = {
+      "stack-tools.cedar": STACK_TOOLS_POLICY,
+      ...(options.ruleOfTwo ? {} : { "rule-of-two.cedar": null }),
+      ...options.policyFiles,
+    };
+    for (const [file, text] of Object.entries(policyFiles)) {
+      if (text === null) rmSync(join(this.policyDir, file), { force: true });
+      else writeFileSync(join(this.policyDir, file), text);
+    }
     this.env = {
       NATS_URL: options.natsUrl,
       MONGO_URL: options.mongoUrl,
@@ -89,11 +133,24 @@ export class Stack {
       MONGO_MAX_POOL: "8",
       ...options.extraEnv,
     };
-    const grants = options.grants ?? { grants: [{ tenant: "*", role: "researcher", tools: ["*"] }] };
+    const apiKeyConfig = JSON.stringify(Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })));
+    const jwtIssuers = JSON.stringify([
+      {
+        issuer: this.jwtIssuer,
+        audience: "toolgate",
+        tenant: "acme",
+        public_key_pem: idp.publicKey.export({ type: "spki", format: "pem" }).toString(),
+        algorithms: ["EdDSA"],
+      },
+    ]);
     this.#serviceEnv = {
       policy: {
         POLICY_SIGNING_KEY: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
-        POLICY_GRANTS: JSON.stringify(grants),
+        POLICY_DIR: this.policyDir,
+        POLICY_RELOAD_MS: "200",
+        POLICY_API_KEYS: apiKeyConfig,
+        POLICY_JWT_ISSUERS: jwtIssuers,
+        HTTP_PORT: "0",
         ...options.env?.policy,
       },
       executor: {
@@ -104,18 +161,8 @@ export class Stack {
       audit: { HTTP_PORT: "0", ...options.env?.audit },
       orchestrator: {
         HTTP_PORT: "0",
-        ORCHESTRATOR_API_KEYS: JSON.stringify(
-          Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })),
-        ),
-        ORCHESTRATOR_JWT_ISSUERS: JSON.stringify([
-          {
-            issuer: this.jwtIssuer,
-            audience: "toolgate",
-            tenant: "acme",
-            public_key_pem: idp.publicKey.export({ type: "spki", format: "pem" }).toString(),
-            algorithms: ["EdDSA"],
-          },
-        ]),
+        ORCHESTRATOR_API_KEYS: apiKeyConfig,
+        ORCHESTRATOR_JWT_ISSUERS: jwtIssuers,
         ...options.env?.orchestrator,
       },
     };
@@ -160,6 +207,26 @@ export class Stack {
 
   get auditUrl(): string {
     return `http://127.0.0.1:${this.process("audit").httpPort}`;
+  }
+
+  /** Policy's API (approvals) and approval page. */
+  get policyUrl(): string {
+    return `http://127.0.0.1:${this.process("policy").httpPort}`;
+  }
+
+  /** Calls policy's approval API with any bearer credential (by default carol's API key: an approver). */
+  async policyApi<T = unknown>(
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    credential: string = this.apiKeys.carol,
+  ): Promise<{ status: number; body: T }> {
+    const response = await fetch(`${this.policyUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${credential}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as T };
   }
 
   /** A JWT from the stack's identity provider (tenant `acme`), valid for five minutes. */
@@ -223,10 +290,29 @@ export class Stack {
     }
   }
 
-  /** Stops every process gracefully (SIGTERM), the orchestrator first. */
+  /**
+   * Stops every process gracefully (SIGTERM), the orchestrator first, then deletes the stack's JetStream
+   * streams so that repeated test runs do not pile streams up on a shared server. Its databases stay for
+   * inspection after a failure; their names start with the stack's name.
+   */
   async stop(): Promise<void> {
     const order: string[] = ["orchestrator", "policy", "executor", "audit"];
     const rank = (p: ServiceProcess) => order.findIndex((s) => p.name.startsWith(s));
     for (const proc of [...this.processes].sort((a, b) => rank(a) - rank(b))) await proc.stop();
+    rmSync(this.policyDir, { recursive: true, force: true });
+    await this.#deleteStreams();
+  }
+
+  async #deleteStreams(): Promise<void> {
+    const nc = await connect({ servers: this.#natsUrl });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const stem = this.name.toUpperCase().replace(/-/g, "_");
+      for await (const info of jsm.streams.list()) {
+        if (info.config.name.startsWith(`${stem}_`)) await jsm.streams.delete(info.config.name);
+      }
+    } finally {
+      await nc.close();
+    }
   }
 }

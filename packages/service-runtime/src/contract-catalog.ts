@@ -1,0 +1,34 @@
+import type { NatsEventBus } from "@toolgate/bus";
+import type { SubjectCatalogue } from "@toolgate/contracts";
+import { ContractCatalog, type ToolContractInput } from "@toolgate/registry";
+import type { Logger } from "@toolgate/telemetry";
+
+/**
+ * Connects the service to the contract catalog that shares its subject prefix (stream `<PREFIX>_CONTRACTS`,
+ * subjects `<prefix>.contracts.<tool>.<hash>`) and publishes `seed` — the contracts of the tool sets this
+ * deployment enables — so that the catalog knows them before the first call. Publishing the same content is
+ * a no-op; a different content under a published name and version is refused and logged (publish a new
+ * version instead). Every service then validates and executes against the catalog: new versions reach
+ * every replica without a restart, and a call is executed only against the exact hash it was validated with.
+ */
+export async function connectContractCatalog(
+  bus: NatsEventBus,
+  subjects: SubjectCatalogue,
+  options: { replicas: number; seed: readonly ToolContractInput[]; logger: Logger },
+): Promise<ContractCatalog> {
+  const catalog = await ContractCatalog.connect(bus.connection, {
+    stream: `${subjects.stream.replace(/_EVENTS$/, "")}_CONTRACTS`,
+    subjectPrefix: `${subjects.prefix}.contracts`,
+    replicas: options.replicas,
+    onRejected: (rejection) => options.logger.warn({ rejection }, "contract catalog entry refused"),
+  });
+  for (const contract of options.seed) {
+    const outcome = await catalog.publish(contract);
+    if (!outcome.ok)
+      options.logger.error({ tool: contract.name, version: contract.version, code: outcome.code, message: outcome.message }, "built-in contract not published");
+  }
+  catalog.onChange((change) =>
+    options.logger.info({ tool: change.ref, current: change.current, previous: change.previous ?? null }, "contract version loaded"),
+  );
+  return catalog;
+}
