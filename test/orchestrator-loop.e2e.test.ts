@@ -15,6 +15,11 @@ beforeAll(async () => {
     natsUrl: infra.natsUrl,
     mongoUrl: infra.mongoUrl,
     // Searches for "parallel probe" or "unhurried" take 700 ms: long enough to see overlap, or to crash mid-call.
+    policyFiles: {
+      "approve-dave.cedar": `@id("test-dave-saves-need-approval")
+forbid (principal == User::"acme/dave", action == Action::"call", resource == Tool::"save_evidence") when { !context.approved };
+`,
+    },
     env: {
       executor: { EXECUTOR_FAULTS: JSON.stringify({ slowSearch: { pattern: "parallel probe|unhurried", delayMs: 700 } }) },
       orchestrator: { ORCHESTRATOR_SWEEP_MS: "100" },
@@ -68,12 +73,47 @@ describe("scheduling", () => {
     expect(saves[0]!.callId).toBe(run.calls.find((c) => c.provider_call_id === "call_03")!.call_id);
   });
 
-  it("never overlaps writes to the same task from concurrent runs", async () => {
-    const runs = await Promise.all(Array.from({ length: 3 }, () => stack.runToEnd("scripted:c04-two-writes", INPUT, { task_id: TASK })));
-    expect(runs.every((r) => r.status === "completed")).toBe(true);
-    const saves = (await Promise.all(runs.map(async (r) => intervals(await stack.trace(r.run_id), "save_evidence")))).flat().sort((a, b) => a.start - b.start);
-    expect(saves).toHaveLength(6);
-    for (let i = 1; i < saves.length; i++) expect(saves[i]!.start).toBeGreaterThanOrEqual(saves[i - 1]!.end);
+  it("never overlaps writes to the same task from concurrent runs on two orchestrator replicas", async () => {
+    const second = await stack.startService("orchestrator", "orchestrator-2");
+    try {
+      // Runs 1 and 3 start on the first replica, run 2 on the second; both then take turns of any run.
+      const urls = [stack.orchestratorUrl, `http://127.0.0.1:${second.httpPort}`];
+      const runIds = await Promise.all(
+        [0, 1, 2].map(async (i) => {
+          const response = await fetch(`${urls[i % 2]}/v1/runs`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${stack.apiKeys.alice}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "scripted:c04-two-writes", input: INPUT, context: { task_id: TASK } }),
+          });
+          expect(response.status).toBe(202);
+          return ((await response.json()) as { run_id: string }).run_id;
+        }),
+      );
+      const runs = await Promise.all(
+        runIds.map((runId) =>
+          waitFor(
+            async () => {
+              const { body } = await stack.api<{ status: string }>("GET", `/v1/runs/${runId}?wait_ms=5000`);
+              return body.status === "running" ? undefined : body;
+            },
+            { timeoutMs: 60_000, description: `run ${runId} finishing` },
+          ),
+        ),
+      );
+      expect(runs.every((r) => r.status === "completed")).toBe(true);
+      const owners = await mongo
+        .db(`${stack.name}_runtime`)
+        .collection<{ owner: string }>("turn_claims")
+        .distinct("owner", { run_id: { $in: runIds } });
+      expect(new Set(owners.map((o) => o.replace(/-[0-9a-f]{6}$/, "")))).toEqual(new Set(["orchestrator", "orchestrator-2"]));
+      const saves = (await Promise.all(runIds.map(async (runId) => intervals(await stack.trace(runId), "save_evidence"))))
+        .flat()
+        .sort((a, b) => a.start - b.start);
+      expect(saves).toHaveLength(6);
+      for (let i = 1; i < saves.length; i++) expect(saves[i]!.start).toBeGreaterThanOrEqual(saves[i - 1]!.end);
+    } finally {
+      await second.stop();
+    }
   });
 });
 
@@ -103,6 +143,37 @@ describe("budgets stop a looping model, each with its own reason", () => {
       expect(stopped?.event.payload.reason).toBe(c.reason);
     });
   }
+
+  it("approval_timeout", async () => {
+    // dave's saves need a human (approve-dave.cedar); nobody approves, so the run stops on its approval budget.
+    const dave = await stack.jwt({ sub: "dave", roles: ["researcher"] });
+    const input = "Research task task_id=task_wait: state management.";
+    const started = await stack.apiWith<{ run_id: string }>(dave, "POST", "/v1/runs", {
+      model: "scripted:c04",
+      input,
+      context: { task_id: "task_wait" },
+      budgets: { max_approval_wait_ms: 500 },
+    });
+    expect(started.status).toBe(202);
+    const run = await waitFor(
+      async () => {
+        const { body } = await stack.apiWith<{ status: string; stop_reason?: string }>(dave, "GET", `/v1/runs/${started.body.run_id}?wait_ms=5000`);
+        return body.status === "running" ? undefined : body;
+      },
+      { timeoutMs: 30_000, description: "the run stopping on its approval wait" },
+    );
+    expect(run).toMatchObject({ status: "stopped", stop_reason: "approval_timeout" });
+    // The call still waits for a human, so the trail has no result for it: wait for the run's stop in audit.
+    const trail = await waitFor(
+      async () => {
+        const { body } = await stack.audit<{ events: AuditedEvent[] }>(`/v1/runs/${started.body.run_id}/events`);
+        return body.events.some((e) => e.event.kind === "run" && e.event.type === "stopped") ? body.events : undefined;
+      },
+      { description: "audit holding the run's stop" },
+    );
+    expect(trail.some((e) => e.event.kind === "call" && e.event.type === "approval_requested")).toBe(true);
+    expect(trail.find((e) => e.event.kind === "run" && e.event.type === "stopped")?.event.payload.reason).toBe("approval_timeout");
+  });
 });
 
 describe("crash recovery", () => {
