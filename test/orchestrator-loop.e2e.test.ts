@@ -219,3 +219,56 @@ describe("crash recovery", () => {
     expect(evidence).toBe(1);
   });
 });
+
+describe("crash recovery while a call waits for a human", () => {
+  it("resumes a run waiting for an approval after the orchestrator is killed, and the approved call runs once", async () => {
+    const dave = await stack.jwt({ sub: "dave", roles: ["researcher"] });
+    const input = "Research task task_id=task_resume: state management.";
+    const started = await stack.apiWith<{ run_id: string }>(dave, "POST", "/v1/runs", { model: "scripted:c04", input, context: { task_id: "task_resume" } });
+    expect(started.status).toBe(202);
+    const runId = started.body.run_id;
+    const requested = await waitFor(
+      async () => {
+        const { body } = await stack.audit<{ events: AuditedEvent[] }>(`/v1/runs/${runId}/events`);
+        return body.events.find((e) => e.event.kind === "call" && e.event.type === "approval_requested");
+      },
+      { description: "save_evidence waiting for approval" },
+    );
+
+    await stack.process("orchestrator").kill();
+    await stack.startService("orchestrator");
+
+    const listed = await stack.policyApi<{ approvals: { approval_id: string; plan_hash: string }[] }>(
+      "GET",
+      `/v1/approvals?call_id=${requested.event.call_id}`,
+    );
+    const approval = listed.body.approvals[0]!;
+    const approved = await stack.policyApi<{ approval: { state: string } }>("POST", `/v1/approvals/${approval.approval_id}/approve`, {
+      plan_hash: approval.plan_hash,
+      reason: "checked after the restart",
+    });
+    expect([approved.status, approved.body.approval.state]).toEqual([200, "approved"]);
+
+    const run = await waitFor(
+      async () => {
+        const { body } = await stack.apiWith<{ status: string; calls: { tool: string; result?: { ok: boolean } }[] }>(
+          dave,
+          "GET",
+          `/v1/runs/${runId}?wait_ms=5000`,
+        );
+        return body.status === "running" ? undefined : body;
+      },
+      { timeoutMs: 60_000, description: "the run finishing after the approval" },
+    );
+    expect(run.status).toBe("completed");
+    expect(run.calls.map((c) => [c.tool, c.result?.ok])).toEqual([
+      ["search_sources", true],
+      ["fetch_document", true],
+      ["save_evidence", true],
+    ]);
+    const trace = await stack.trace(runId);
+    const starts = trace.filter((e) => e.event.kind === "call" && e.event.type === "started").map((e) => e.event.call_id);
+    expect(starts).toHaveLength(3);
+    expect(new Set(starts).size).toBe(3);
+  });
+});
