@@ -6,7 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH } from "@toolgate/toolsets";
+import { connect } from "@nats-io/transport-node";
+import { ContractCatalog } from "@toolgate/registry";
+import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH, chaosContracts } from "@toolgate/toolsets";
 import { callEvents, callTool, Stack, testInfra, waitFor, waitForCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -217,5 +219,30 @@ describe("MCP tools", () => {
     expect((await callTool(stack, "chaos_mcp_greet", { name: "Bo" })).result).toMatchObject({ ok: false, error: { code: "TOOL_DISABLED" } });
     const echo = await callTool(stack, "everything_echo", { message: "still here" });
     expect(echo.result).toMatchObject({ ok: true });
+  });
+
+  it("serves the changed definition again once a new contract version approves it, through the catalog and without a restart", async () => {
+    const observed = (await mongo.db(`${stack.name}_runtime`).collection<{ observed: string }>("mcp_quarantines").findOne({ server: "mutable" }))!.observed;
+    const greet = chaosContracts.find((c) => c.name === "chaos_mcp_greet")!;
+    const nc = await connect({ servers: testInfra().natsUrl });
+    try {
+      const catalog = await ContractCatalog.connect(nc, { stream: `${stack.name.toUpperCase()}_CONTRACTS`, subjectPrefix: `${stack.name}.contracts` });
+      const approved = { ...greet, version: "1.0.1", transport: { kind: "mcp" as const, server: "mutable", tool: "greet", definition_hash: observed } };
+      expect(await catalog.publish(approved)).toMatchObject({ ok: true, created: true });
+      catalog.close();
+    } finally {
+      await nc.close();
+    }
+    const served = await waitFor(
+      async () => {
+        const call = await callTool(stack, "chaos_mcp_greet", { name: "Cy" });
+        return call.result?.ok === true ? call : undefined;
+      },
+      { timeoutMs: 15_000, description: "the new version reaching every service and releasing the quarantine" },
+    );
+    expect(served.result).toMatchObject({ ok: true, data: { content: [{ type: "text", text: "Hello, Cy!" }] } });
+    const events = await waitForCallEvents(stack, served.callId, (es) => es.some((e) => e.type === "result_attached"));
+    const decision = events.find((e) => e.type === "authorized")!.payload.decision as { tool: { version: string } };
+    expect(decision.tool.version).toBe("1.0.1");
   });
 });

@@ -69,18 +69,29 @@ await runService({
       ? new HttpTransport({ endpoints: config.EXECUTOR_HTTP_ENDPOINTS, connections: config.EXECUTOR_HTTP_CONNECTIONS })
       : undefined;
     const quarantines = infra.db.collection<{ _id: string; server: string } & Quarantine>("mcp_quarantines");
-    const mcp = contracts.some((c) => c.transport.kind === "mcp")
-      ? new McpTransport({
-          servers: config.EXECUTOR_MCP_SERVERS,
-          contracts,
-          recheckMs: config.EXECUTOR_MCP_RECHECK_MS,
-          logger,
-          onQuarantine: (server, q) =>
-            void quarantines
-              .insertOne({ _id: `${server}:${config.INSTANCE_ID}:${q.at.getTime()}`, server, ...q })
-              .catch((error: unknown) => logger.warn({ err: error, server }, "could not record the quarantine")),
-        })
-      : undefined;
+    const mcp =
+      contracts.some((c) => c.transport.kind === "mcp") || Object.keys(config.EXECUTOR_MCP_SERVERS).length > 0
+        ? new McpTransport({
+            servers: config.EXECUTOR_MCP_SERVERS,
+            contracts,
+            recheckMs: config.EXECUTOR_MCP_RECHECK_MS,
+            logger,
+            onQuarantine: (server, q) =>
+              void quarantines
+                .insertOne({ _id: `${server}:${config.INSTANCE_ID}:${q.at.getTime()}`, server, ...q })
+                .catch((error: unknown) => logger.warn({ err: error, server }, "could not record the quarantine")),
+          })
+        : undefined;
+    if (mcp) {
+      // MCP pins follow the catalog: the current version of each MCP contract is the approved definition.
+      const approveCurrent = (): void => {
+        for (const { contract } of catalog.registry().list()) mcp.approve(contract);
+      };
+      approveCurrent();
+      catalog.onChange((change) => {
+        if (change.current) approveCurrent();
+      });
+    }
     await mcp?.start();
     const invoker = new ToolInvoker({
       inProcess: new Map(definitions.map((d) => [d.contract.name, d])),

@@ -48,7 +48,7 @@ class ServerLink {
     readonly name: string,
     readonly config: McpServerConfig,
     /** tool name → pinned hash */
-    readonly pins: ReadonlyMap<string, string>,
+    readonly pins: Map<string, string>,
   ) {}
 }
 
@@ -57,6 +57,8 @@ class ServerLink {
  * allow-list are contacted and only tools a contract names are called, and only while the server presents the
  * tool definitions the contracts pinned: a definition that changes (seen at connect, on `list_changed`, or by
  * the periodic re-check) quarantines the whole server until a contract version approves the new definition.
+ * Pins follow the contract catalog ({@link approve}): the current version of each MCP contract is the approved
+ * definition, and a call validated against an older version's definition is refused.
  */
 export class McpTransport {
   readonly #links = new Map<string, ServerLink>();
@@ -96,7 +98,35 @@ export class McpTransport {
     const link = this.#links.get(server);
     if (!link) return `MCP server ${server} is not on this executor's allow-list`;
     if (link.quarantine) return `MCP server ${server} is quarantined: the definition of ${link.quarantine.tool} changed`;
+    if (link.pins.get(tool) !== pin) return `${server}/${tool}: ${contract.name}@${contract.version} pins a definition that is no longer the approved one`;
     return undefined;
+  }
+
+  /**
+   * Makes `contract` — the current version of an MCP tool in the contract catalog — the approved definition of
+   * its server's tool. A server quarantined because that tool changed is released when the new version pins
+   * exactly the definition the server presented; the server's other pins are checked again before it serves.
+   * Contracts of servers not on the allow-list are ignored (their calls are refused).
+   */
+  approve(contract: ToolContract): void {
+    if (contract.transport.kind !== "mcp" || contract.transport.definition_hash === undefined) return;
+    const { server, tool, definition_hash: pin } = contract.transport;
+    const config = this.#options.servers[server];
+    if (!config) return;
+    let link = this.#links.get(server);
+    if (!link) {
+      link = new ServerLink(server, config, new Map());
+      this.#links.set(server, link);
+    }
+    if (link.pins.get(tool) === pin) return;
+    link.pins.set(tool, pin);
+    this.#log.info({ server, tool, contract: `${contract.name}@${contract.version}`, definition_hash: pin }, "MCP tool definition approved");
+    if (link.quarantine?.tool === tool && link.quarantine.observed === pin) {
+      link.quarantine = undefined;
+      this.#log.warn({ server, tool, contract: `${contract.name}@${contract.version}` }, "MCP server released from quarantine by a new contract version");
+    }
+    // A new pin (or a lifted quarantine) is checked against what the server presents now.
+    if (link.client) void this.#recheck(link).catch((error: unknown) => this.#log.warn({ err: error, server }, "re-check failed"));
   }
 
   /** The quarantine of `server`, if it is quarantined. */
@@ -264,7 +294,7 @@ export class McpTransport {
     this.#verify(link, await this.#listTools(client));
   }
 
-  /** Compares the server's definitions with the pins; the first mismatch quarantines the server for good. */
+  /** Compares the server's definitions with the pins; the first mismatch quarantines the server until a new contract version approves what it presents. */
   #verify(link: ServerLink, tools: readonly Tool[]): void {
     if (link.quarantine) return;
     const byName = new Map(tools.map((t) => [t.name, t]));
