@@ -119,7 +119,9 @@ export class RunLoop {
     }
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#now();
-    const taint = request.runId ? taintOf(await this.#deps.store.resultsOf(run._id), this.#deps.contracts.registry()) : { tainted: false, sources: [] };
+    // A host-driven run grows without bound: read only the results that can taint it, never the whole run.
+    const untrusted = request.runId ? untrustedTools(this.#deps.contracts.registry()) : [];
+    const taint = taintFrom(await this.#deps.store.succeededTools(run._id, untrusted));
     const records = this.#callRecords(run, turn, request.calls, taint);
     beforePublish(records.map((r) => r._id));
     await this.#deps.store.insertCalls(records);
@@ -447,10 +449,21 @@ export class RunLoop {
  * output as untrusted content. Derived from the attached results, so every replica computes the same.
  */
 function taintOf(results: readonly CallResultRecord[], registry: ToolRegistry): CallRecord["taint"] {
-  const sources = [
-    ...new Set(results.filter((r) => r.result.ok && registry.get(r.tool_name)?.contract.untrusted_output === true).map((r) => r.tool_name)),
-  ].sort();
+  return taintFrom(results.filter((r) => r.result.ok && registry.get(r.tool_name)?.contract.untrusted_output === true).map((r) => r.tool_name));
+}
+
+/** The taint of a run whose successful results came from these untrusted tools. */
+function taintFrom(untrustedSources: readonly string[]): CallRecord["taint"] {
+  const sources = [...new Set(untrustedSources)].sort();
   return { tainted: sources.length > 0, sources: sources.slice(0, 16) };
+}
+
+/** Names of the tools whose current contract marks their output as untrusted content. */
+function untrustedTools(registry: ToolRegistry): string[] {
+  return registry
+    .list()
+    .filter((t) => t.contract.untrusted_output === true)
+    .map((t) => t.contract.name);
 }
 
 function isTerminal(event: CallEvent): event is TerminalEvent {

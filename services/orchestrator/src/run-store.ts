@@ -182,6 +182,13 @@ export class RunStore {
     return this.results.find({ run_id: runId }).toArray();
   }
 
+  /** Which of `tools` returned a successful result in the run (reads only those results, not the whole run). */
+  async succeededTools(runId: RunId, tools: readonly string[]): Promise<string[]> {
+    if (tools.length === 0) return [];
+    const rows = await this.results.find({ run_id: runId, tool_name: { $in: [...tools] }, "result.ok": true }, { projection: { tool_name: 1 } }).toArray();
+    return [...new Set(rows.map((r) => r.tool_name))];
+  }
+
   callsOfTurn(runId: RunId, turn: number): Promise<CallRecord[]> {
     return this.calls.find({ run_id: runId, turn }).toArray();
   }
