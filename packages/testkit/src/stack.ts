@@ -303,6 +303,28 @@ export class Stack {
     await this.#deleteStreams();
   }
 
+  /**
+   * Resolves once every consumer of the stack's event stream has delivered and seen acknowledged everything
+   * stored so far: the services have caught up (a benchmark phase then starts without an earlier one's backlog).
+   */
+  async quiesce(timeoutMs = 120_000): Promise<void> {
+    const nc = await connect({ servers: this.#natsUrl });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const stream = `${this.name.toUpperCase().replace(/-/g, "_")}_EVENTS`;
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        let busy = 0;
+        for await (const info of jsm.consumers.list(stream)) busy += info.num_pending + info.num_ack_pending;
+        if (busy === 0) return;
+        if (Date.now() > deadline) throw new Error(`stack ${this.name} still has ${busy} events in flight after ${timeoutMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+
   async #deleteStreams(): Promise<void> {
     const nc = await connect({ servers: this.#natsUrl });
     try {
