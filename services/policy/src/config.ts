@@ -24,7 +24,7 @@ const PolicyEnvSchema = z.object({
   POLICY_APPROVAL_GRANT_TTL_MS: int(1_000, 24 * 3_600_000).default(5 * 60_000),
   /** How often requests are expired and unpublished decisions published (every replica does it; claims are inserts). */
   POLICY_SWEEP_MS: int(100, 600_000).default(1_000),
-  /** Decided approvals and used quota windows are kept this long, then purged. */
+  /** Decided approvals are kept this long, then purged (quota slots go about a minute after their window ends). */
   POLICY_RETENTION_MS: int(3_600_000, 365 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
   /** API keys of people who use the approval API and page: JSON `[{ key | key_sha256, principal }]`. */
   POLICY_API_KEYS: jsonEnv(z.array(ApiKeySchema)).default([]),
