@@ -1,7 +1,7 @@
 import { jetstream } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { canonicalHash, eventId, type Decision } from "@toolgate/contracts";
-import { Stack, callEvents, resultOf, testInfra, waitFor, waitForCallEvents, type AuditedEvent, type CallResult } from "@toolgate/testkit";
+import { Stack, resultOf, testInfra, waitFor, waitForCallEvents, type AuditedEvent, type CallResult, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -117,7 +117,7 @@ describe("an approval bound to the plan hash", () => {
     };
     const dup = await stack.api<{ results: { call_id: string; result?: CallResult }[] }>("POST", "/v1/tool-calls", body);
     expect(dup.body.results[0]!.result).toMatchObject({ ok: false, error: { code: "INVALID_JSON" } });
-    expect((await callEvents(stack, dup.body.results[0]!.call_id)).map((e) => e.type)).toEqual(["proposed", "rejected", "result_attached"]);
+    expect((await settledCallEvents(stack, dup.body.results[0]!.call_id)).map((e) => e.type)).toEqual(["proposed", "rejected", "result_attached"]);
 
     const cafe = "Caf\u00e9 sessions persist state.";
     cases.changed = await propose("task_b_changed", "save_evidence", save("task_b_changed", "Sessions persist state."));
@@ -155,7 +155,7 @@ describe("an approval bound to the plan hash", () => {
       // The genuine authorization that followed found the approval already used by the tampered one.
       await waitFor(() => approvalRefusals(callId).length === 2, { description: `both presentations of ${name} refused` });
       expect(approvalRefusals(callId)).toEqual(["APPROVAL_MISMATCH", "APPROVAL_CONSUMED"]);
-      const events = await callEvents(stack, callId);
+      const events = await settledCallEvents(stack, callId);
       expect(
         events.some((e) => e.type === "started"),
         name,

@@ -1,5 +1,5 @@
 import type { Decision } from "@toolgate/contracts";
-import { Stack, callEvents, resultOf, testInfra, waitFor, waitForCallEvents, type AuditedEvent } from "@toolgate/testkit";
+import { Stack, resultOf, testInfra, waitFor, waitForCallEvents, type AuditedEvent, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -62,7 +62,7 @@ describe("approval expiry", () => {
 
     // Nobody acts on the other request: the sweeper ends it.
     expect(await resultOf(stack, unattended.callId, { timeoutMs: 15_000 })).toMatchObject({ ok: false, error: { code: "APPROVAL_EXPIRED" }, retryable: false });
-    const events = await callEvents(stack, unattended.callId);
+    const events = await settledCallEvents(stack, unattended.callId);
     expect(events.map((e) => e.type)).toEqual(["proposed", "approval_requested", "denied", "result_attached"]);
     expect((events[2]!.payload.reasons as string[])[0]).toMatch(/^approval apr_\w+ expired at /);
     const tooLate = await stack.policyApi<{ error: { code: string } }>(
@@ -75,7 +75,7 @@ describe("approval expiry", () => {
     await waitFor(() => Date.now() > Date.parse(decision.expires_at), { description: "the grant expiring" });
     await stack.startService("executor", "executor-1");
     expect(await resultOf(stack, late.callId)).toMatchObject({ ok: false, error: { code: "APPROVAL_EXPIRED" } });
-    const trail = await callEvents(stack, late.callId);
+    const trail = await settledCallEvents(stack, late.callId);
     expect(trail.find((e) => e.type === "refused")!.payload.detail).toMatch(/^APPROVAL_EXPIRED: /);
     expect(trail.some((e) => e.type === "started")).toBe(false);
     expect(await evidence("task_exp_grant")).toBe(0);

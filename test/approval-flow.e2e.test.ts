@@ -3,7 +3,7 @@ import { promisify } from "node:util";
 import { jetstream } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { eventId, type Decision } from "@toolgate/contracts";
-import { REPO_ROOT, Stack, callEvents, resultOf, testInfra, waitForCallEvents, type AuditedEvent, type CallResult } from "@toolgate/testkit";
+import { REPO_ROOT, Stack, callEvents, resultOf, testInfra, waitForCallEvents, type AuditedEvent, type CallResult, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -191,7 +191,7 @@ describe("approvals", () => {
     await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(forged));
     const result = await resultOf(stack, callId);
     expect(result).toMatchObject({ ok: false, error: { code: "APPROVAL_MISMATCH" } });
-    const events = await callEvents(stack, callId);
+    const events = await settledCallEvents(stack, callId);
     expect(events.find((e) => e.type === "refused")!.payload.detail).toMatch(
       /^APPROVAL_MISMATCH: .*another call|^APPROVAL_MISMATCH: the approval was given for call/,
     );
@@ -207,7 +207,7 @@ describe("approvals", () => {
     expect(listed).toMatch(new RegExp(`^${deniedId}\\s+save_evidence@1\\.0\\.0\\s+medium risk\\s+call ${denied.callId}\\s+requested by alice`, "m"));
     expect(await cli("approvals", "deny", deniedId, "--reason", "not what the source says")).toContain(`denied ${deniedId}`);
     expect(await resultOf(stack, denied.callId)).toMatchObject({ ok: false, error: { code: "APPROVAL_DENIED" }, retryable: false });
-    const deniedEvent = (await callEvents(stack, denied.callId)).find((e) => e.type === "denied")!;
+    const deniedEvent = (await settledCallEvents(stack, denied.callId)).find((e) => e.type === "denied")!;
     expect(deniedEvent.payload.reasons).toEqual([`approval ${deniedId} denied by acme/carol: not what the source says`]);
     expect(await evidence({ task_id: "task_flow_cli", claim: "A claim the approver rejects." })).toBe(0);
 

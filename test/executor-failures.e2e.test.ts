@@ -1,4 +1,4 @@
-import { callEvents, callTool, eventTrail, resultOf, Stack, testInfra, waitFor, waitForCallEvents, type AuditedEvent } from "@toolgate/testkit";
+import { callTool, eventTrail, resultOf, Stack, testInfra, waitFor, waitForCallEvents, type AuditedEvent, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -163,7 +163,7 @@ describe("retries", () => {
   it("does not wait longer than the policy allows: a Retry-After beyond max_delay ends the retries", async () => {
     const { callId, result } = await callTool(stack, "chaos_flaky", { n: 4, failures: 1, code: "UPSTREAM_UNAVAILABLE", retry_after_ms: 5_000 });
     expect(result).toMatchObject({ ok: false, error: { code: "UPSTREAM_UNAVAILABLE", details: { retry_after_ms: 5_000 } }, retryable: true });
-    expect(ofType(await callEvents(stack, callId), "retry_scheduled")).toHaveLength(0);
+    expect(ofType(await settledCallEvents(stack, callId), "retry_scheduled")).toHaveLength(0);
   });
 });
 

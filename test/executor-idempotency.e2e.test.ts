@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { callEvents, callTool, resultOf, Stack, testInfra, waitFor } from "@toolgate/testkit";
+import { callTool, resultOf, Stack, testInfra, waitFor, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -57,7 +57,7 @@ describe("the same call delivered 8 times at once", () => {
     );
     const key = `chaos_write:${runId}:${callId}`;
     expect(await tools.collection("effects").countDocuments({ idempotency_key: key })).toBe(1);
-    const events = await callEvents(stack, callId);
+    const events = await settledCallEvents(stack, callId);
     expect(events.filter((e) => e.type === "started")).toHaveLength(1);
     expect(events.filter((e) => ["completed", "outcome_unknown"].includes(e.type)).map((e) => e.id)).toEqual([`${callId}:completed:1`]);
     // Every duplicate did reach an executor: it waited for the key, then replayed the stored result.

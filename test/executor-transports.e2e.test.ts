@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { ContractCatalog } from "@toolgate/registry";
 import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH, chaosContracts } from "@toolgate/toolsets";
-import { callEvents, callTool, Stack, testInfra, waitFor, waitForCallEvents } from "@toolgate/testkit";
+import { callTool, Stack, testInfra, waitFor, waitForCallEvents, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -150,7 +150,7 @@ describe("an HTTP tool", () => {
     expect(result).toMatchObject({ ok: true, data: { n: 2, effects: 1 } });
     const key = `chaos_http_write:${runId}:${callId}`;
     expect(far.requests.filter((r) => r.key === key && r.path === "/write")).toHaveLength(2);
-    const events = await callEvents(stack, callId);
+    const events = await settledCallEvents(stack, callId);
     const scheduled = events.find((e) => e.type === "retry_scheduled")!;
     expect(scheduled.payload).toMatchObject({ code: "UPSTREAM_UNAVAILABLE" });
     expect(scheduled.payload.delay_ms).toBeGreaterThanOrEqual(1_000);

@@ -10,6 +10,7 @@ export {
   resultOf,
   callEvents,
   waitForCallEvents,
+  settledCallEvents,
   eventTrail,
   type CallResult,
   type SubmittedCall,

@@ -89,6 +89,17 @@ export async function waitForCallEvents(
   );
 }
 
+/**
+ * A call's whole trail, once audit holds its last event (`result_attached`). A result read from the orchestrator
+ * does not mean audit has stored every event yet: audit consumes the stream on its own.
+ */
+export async function settledCallEvents(stack: Stack, callId: string, options: { timeoutMs?: number } = {}): Promise<AuditedEvent["event"][]> {
+  return waitForCallEvents(stack, callId, (events) => events.some((e) => e.type === "result_attached"), {
+    ...options,
+    description: `audit holding the whole trail of ${callId}`,
+  });
+}
+
 /** The types of a call's events with their attempt, e.g. `started:1`, in audit order. */
 export function eventTrail(events: readonly AuditedEvent["event"][]): string[] {
   return events.map((e) => `${e.type}:${(e as { attempt?: number }).attempt ?? 1}`);
