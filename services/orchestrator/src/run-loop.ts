@@ -19,7 +19,7 @@ import { checkTurn, type Budgets, type StopReason } from "./budgets.js";
 import { callTraits, type CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ModelAdapter, ModelResponse, ProposedToolCall } from "@toolgate/models";
-import type { CallRecord, CallResultRecord, RunRecord, RunStore } from "./run-store.js";
+import type { CallRecord, CallResultRecord, RunEnd, RunRecord, RunStore } from "./run-store.js";
 import { transcriptOf } from "./transcript.js";
 
 export interface RunLoopDeps {
@@ -219,6 +219,13 @@ export class RunLoop {
   async resume(): Promise<number> {
     const runs = await this.#deps.store.runs.find({ status: "running" }).toArray();
     for (const run of runs) {
+      // Ended, but the process that ended it died before the run document or the end event said so.
+      const end = await this.#deps.store.endOf(run._id);
+      if (end) {
+        await this.#deps.store.mirrorEnd(run._id, end);
+        await this.#publishEnd(run, end);
+        continue;
+      }
       this.#running.add(run._id);
       if (run.awaiting === "model") {
         this.#background(this.#playModelTurn(run), run._id);
@@ -247,7 +254,7 @@ export class RunLoop {
     // Several handlers (and replicas) can see the turn complete at once; one claim wins.
     if (!(await this.#deps.store.claimTurn(run._id, run.turn + 1, this.#deps.instanceId))) return;
     const advanced: RunRecord = { ...run, turn: run.turn + 1, awaiting: "model", updated_at: new Date() };
-    await this.#deps.store.runs.updateOne({ _id: run._id }, { $set: { turn: advanced.turn, awaiting: "model", updated_at: advanced.updated_at } });
+    if (await this.#deps.store.recordProgress(run._id, { turn: advanced.turn, awaiting: "model" })) return this.#ended(run._id);
     await this.#playModelTurn(advanced);
   }
 
@@ -316,7 +323,8 @@ export class RunLoop {
       const usage = { turns: run.turn + 1, tool_calls: run.usage.tool_calls + records.length, tokens: run.usage.tokens + tokens, signatures };
       const responses = [...run.responses.filter((r) => r.turn !== run.turn), { turn: run.turn, response, call_ids: records.map((r) => r._id) }];
       await store.insertCalls(records);
-      await store.runs.updateOne({ _id: run._id }, { $set: { responses, usage, tool_calls: usage.tool_calls, awaiting: "tools", updated_at: new Date() } });
+      // A run that ended meanwhile (a stop by a sweep or another replica) proposes nothing more.
+      if (await store.recordProgress(run._id, { responses, usage, tool_calls: usage.tool_calls, awaiting: "tools" })) return this.#ended(run._id);
       await bus.publish(
         runEvent({ run_id: run._id, principal }, "model_responded", "orchestrator", run.turn, {
           turn: run.turn,
@@ -335,43 +343,59 @@ export class RunLoop {
       return;
     }
     const text = response.kind === "final" ? response.text : (response.text ?? "");
-    const responses = [...run.responses.filter((r) => r.turn !== run.turn), { turn: run.turn, response, call_ids: [] }];
-    await store.runs.updateOne(
-      { _id: run._id },
-      {
-        $set: {
-          responses,
-          status: "completed",
-          awaiting: "nothing",
-          final_text: text,
-          usage: { ...run.usage, turns: run.turn + 1, tokens: run.usage.tokens + tokens },
-          updated_at: new Date(),
-        },
-      },
-    );
+    const end: RunEnd = {
+      status: "completed",
+      turn: run.turn,
+      final_text: text,
+      responses: [...run.responses.filter((r) => r.turn !== run.turn), { turn: run.turn, response, call_ids: [] }],
+      usage: { ...run.usage, turns: run.turn + 1, tokens: run.usage.tokens + tokens },
+      tool_calls: run.tool_calls,
+    };
+    // A stop that got there first (a budget swept meanwhile) stands; this answer then ends nothing.
+    if (!(await store.endRun(run._id, this.#deps.instanceId, end))) return this.#endedElsewhere(run._id);
     this.#running.delete(run._id);
     await bus.publish(
       runEvent({ run_id: run._id, principal }, "model_responded", "orchestrator", run.turn, { turn: run.turn, outcome: "final", tool_calls: 0 }),
     );
-    await bus.publish(
-      runEvent({ run_id: run._id, principal }, "completed", "orchestrator", run.turn, {
-        turns: run.turn + 1,
-        tool_calls: run.tool_calls,
-        final_text: text.slice(0, 64 * 1024),
-      }),
-    );
+    await this.#publishEnd(run, end);
   }
 
   async #stop(run: RunRecord, reason: StopReason, message: string): Promise<void> {
-    // One stop per run, whichever process or sweep gets there first.
-    if (!(await this.#deps.store.claimStop(run._id, this.#deps.instanceId))) return;
-    await this.#deps.store.runs.updateOne(
-      { _id: run._id },
-      { $set: { status: "stopped", awaiting: "nothing", stop_reason: reason, final_text: message, updated_at: new Date() } },
-    );
+    // One end per run, whichever process, sweep or answer gets there first.
+    const end: RunEnd = { status: "stopped", turn: run.turn, final_text: message, stop_reason: reason, tool_calls: run.tool_calls };
+    if (!(await this.#deps.store.endRun(run._id, this.#deps.instanceId, end))) return this.#endedElsewhere(run._id);
     this.#running.delete(run._id);
     this.#deps.logger.info({ run_id: run._id, reason }, "run stopped");
-    await this.#deps.bus.publish(runEvent({ run_id: run._id, principal: run.principal }, "stopped", "orchestrator", run.turn, { reason, message }));
+    await this.#publishEnd(run, end);
+  }
+
+  /** Publishes a run's end event; its id is fixed by the run and turn, so publishing again is harmless. */
+  async #publishEnd(run: Pick<RunRecord, "_id" | "principal">, end: RunEnd): Promise<void> {
+    const origin = { run_id: run._id, principal: run.principal };
+    await this.#deps.bus.publish(
+      end.status === "completed"
+        ? runEvent(origin, "completed", "orchestrator", end.turn, {
+            turns: end.turn + 1,
+            tool_calls: end.tool_calls,
+            final_text: end.final_text.slice(0, 64 * 1024),
+          })
+        : runEvent(origin, "stopped", "orchestrator", end.turn, { reason: end.stop_reason!, message: end.final_text }),
+    );
+  }
+
+  /** Another step (or process) ended the run: this process stops watching it. */
+  #ended(runId: RunId): void {
+    this.#running.delete(runId);
+  }
+
+  /**
+   * Ending the run lost to an earlier end. The run document was read as running, so it may have lost that
+   * end to a concurrent progress write (or its writer crashed): make it say so again.
+   */
+  async #endedElsewhere(runId: RunId): Promise<void> {
+    this.#ended(runId);
+    const end = await this.#deps.store.endOf(runId);
+    if (end) await this.#deps.store.mirrorEnd(runId, end);
   }
 
   #newRun(principal: Principal, model: string, input: string, context: RunContext, status: RunRecord["status"], budgets: Partial<Budgets> = {}): RunRecord {

@@ -1,7 +1,7 @@
 import type { CallId, Principal, ResultEnvelope, RunContext, RunId, TerminalCallEventType } from "@toolgate/contracts";
 import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
-import type { Budgets, Usage } from "./budgets.js";
+import type { Budgets, StopReason, Usage } from "./budgets.js";
 import type { ModelResponse } from "@toolgate/models";
 
 /** A run's persisted state. `awaiting` says whose move it is: the model's or the tools'. */
@@ -79,15 +79,34 @@ export interface CallResultRecord {
   attached_at: Date;
 }
 
-/** Who plays a run's model turn: exactly one claim per (run, turn) can be inserted. */
+/**
+ * How a managed run ended. Recorded once, in the run's end claim (the first of a completion and a stop wins),
+ * and never updated: it is the authority on the run's end, which the run document mirrors.
+ */
+export interface RunEnd {
+  status: "completed" | "stopped";
+  /** The turn the run ended in: the number of its end event. */
+  turn: number;
+  final_text: string;
+  stop_reason?: StopReason;
+  /** A completion's responses and usage, including its last turn; a stop leaves the run's as they are. */
+  responses?: RunRecord["responses"];
+  usage?: Usage;
+  tool_calls: number;
+}
+
+/** Who plays a run's model turn (`<run_id>:<turn>`) or ends it (`<run_id>:end`): one claim per key. */
 export interface TurnClaim {
-  /** `<run_id>:<turn>` */
   _id: string;
   run_id: RunId;
   turn: number;
   owner: string;
   at: Date;
+  end?: RunEnd;
 }
+
+/** The fields of a run's progress that the loop updates turn by turn. */
+export type RunProgress = Partial<Pick<RunRecord, "turn" | "awaiting" | "responses" | "usage" | "tool_calls">>;
 
 /** The orchestrator's persistence: runs, calls and their attached results (append-only). */
 export class RunStore {
@@ -142,9 +161,37 @@ export class RunStore {
     return (await this.#claimInserts.insert({ _id: `${runId}:${turn}`, run_id: runId, turn, owner, at: new Date() })) === "inserted";
   }
 
-  /** Claims the right to stop a run: one stop per run, whoever gets there first. */
-  async claimStop(runId: RunId, owner: string): Promise<boolean> {
-    return (await this.#claimInserts.insert({ _id: `${runId}:stop`, run_id: runId, turn: -1, owner, at: new Date() })) === "inserted";
+  /**
+   * Ends a managed run unless it has ended already: true for the caller that ended it. The end is claimed by
+   * insert first (atomic on MongoDB and FerretDB), then mirrored into the run document.
+   */
+  async endRun(runId: RunId, owner: string, end: RunEnd): Promise<boolean> {
+    if ((await this.#claimInserts.insert({ _id: `${runId}:end`, run_id: runId, turn: end.turn, owner, at: new Date(), end })) !== "inserted") return false;
+    await this.runs.updateOne({ _id: runId }, { $set: endFields(end) });
+    return true;
+  }
+
+  /** How the run ended, if it has. */
+  async endOf(runId: RunId): Promise<RunEnd | undefined> {
+    return (await this.turnClaims.findOne({ _id: `${runId}:end` }))?.end;
+  }
+
+  /**
+   * Records a running run's progress; returns the run's end if it has ended meanwhile. FerretDB applies an
+   * update by reading the whole document and writing it back, so progress written while another process ends
+   * the run can put `running` back over its end. Reading the end claim after every progress write, and
+   * mirroring it again when there is one, closes that window: whichever write lands last, the end stands.
+   */
+  async recordProgress(runId: RunId, progress: RunProgress): Promise<RunEnd | undefined> {
+    await this.runs.updateOne({ _id: runId, status: "running" }, { $set: { ...progress, updated_at: new Date() } });
+    const end = await this.endOf(runId);
+    if (end) await this.mirrorEnd(runId, end);
+    return end;
+  }
+
+  /** Makes the run document say how the run ended (after a lost update or a crash between claim and write). */
+  async mirrorEnd(runId: RunId, end: RunEnd): Promise<void> {
+    await this.runs.updateOne({ _id: runId }, { $set: endFields(end) });
   }
 
   /** Records a turn's response; false when another process recorded this turn first. */
@@ -215,4 +262,17 @@ export class RunStore {
   countResults(runId: RunId, turn: number): Promise<number> {
     return this.results.countDocuments({ run_id: runId, turn });
   }
+}
+
+function endFields(end: RunEnd): Partial<RunRecord> {
+  return {
+    status: end.status,
+    awaiting: "nothing",
+    final_text: end.final_text,
+    ...(end.stop_reason === undefined ? {} : { stop_reason: end.stop_reason }),
+    ...(end.responses === undefined ? {} : { responses: end.responses }),
+    ...(end.usage === undefined ? {} : { usage: end.usage }),
+    tool_calls: end.tool_calls,
+    updated_at: new Date(),
+  };
 }

@@ -1,0 +1,108 @@
+import { newRunId, type RunId } from "@toolgate/contracts";
+import { testDatabase } from "@toolgate/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RunStore, type RunEnd, type RunRecord } from "./run-store.js";
+
+let database: Awaited<ReturnType<typeof testDatabase>>;
+let store: RunStore;
+
+beforeAll(async () => {
+  database = await testDatabase("tg_runs_");
+  store = new RunStore(database.db);
+  await store.ensureIndexes();
+});
+afterAll(async () => {
+  await database.dispose();
+});
+
+function runningRun(): RunRecord {
+  const now = new Date();
+  return {
+    _id: newRunId(),
+    principal: { tenant: "acme", subject: "alice", roles: ["researcher"] },
+    model: "scripted:loop-varied",
+    context: {},
+    input: "",
+    status: "running",
+    turn: 0,
+    awaiting: "model",
+    responses: [],
+    tool_calls: 0,
+    budgets: { max_turns: 10, max_tool_calls: 10, max_wall_clock_ms: 1_000, max_tokens: 1_000, max_identical_calls: 3, max_approval_wait_ms: 1_000 },
+    usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+const stop = (turn: number): RunEnd => ({
+  status: "stopped",
+  turn,
+  final_text: "the run exceeded its wall-clock budget",
+  stop_reason: "budget_wall_clock",
+  tool_calls: 0,
+});
+
+/**
+ * A sweep stopping each run while its loop writes progress as fast as it can, until the stop is through.
+ * Resolves when all are done.
+ */
+async function race(runIds: readonly RunId[], progress: (runId: RunId, turn: number) => Promise<unknown>): Promise<void> {
+  await Promise.all(
+    runIds.map(async (runId) => {
+      let stopped = false;
+      // Three writers keep a progress write in flight at every moment of the stop.
+      const writers = [0, 1, 2].map(async (w) => {
+        for (let turn = 1; !stopped || turn < 3; turn++) await progress(runId, 3 * turn + w);
+      });
+      await store.endRun(runId, "sweeper", stop(3));
+      stopped = true;
+      await Promise.all(writers);
+    }),
+  );
+}
+
+describe("a run's end", () => {
+  it("is claimed once: the first of a completion and a stop wins, and the run document says which", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    const completion: RunEnd = { status: "completed", turn: 2, final_text: "done", usage: { ...run.usage, turns: 3 }, tool_calls: 4 };
+    const outcomes = await Promise.all([store.endRun(run._id, "loop", completion), store.endRun(run._id, "sweeper", stop(2))]);
+    expect(outcomes.filter(Boolean)).toHaveLength(1);
+    const winner = outcomes[0] ? completion : stop(2);
+    expect(await store.endOf(run._id)).toEqual(winner);
+    expect(await store.getRun(run._id)).toMatchObject({ status: winner.status, awaiting: "nothing", final_text: winner.final_text });
+  });
+
+  it("stands against progress written at the same moment, on a server whose updates rewrite the whole document", async () => {
+    const runs = Array.from({ length: 200 }, runningRun);
+    await Promise.all(runs.map((r) => store.insertRun(r)));
+    await race(
+      runs.map((r) => r._id),
+      (runId, turn) => store.recordProgress(runId, { turn, awaiting: "model" }),
+    );
+    const after = await store.runs.find({ _id: { $in: runs.map((r) => r._id) } }, { sort: { _id: 1 } }).toArray();
+    expect(after.map((r) => [r._id, r.status, r.stop_reason])).toEqual(runs.map((r) => [r._id, "stopped", "budget_wall_clock"]).sort());
+    expect(after.every((r) => r.awaiting === "nothing")).toBe(true);
+  });
+
+  it("tells the writer of progress that the run ended, so the loop proposes nothing more", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    expect(await store.recordProgress(run._id, { turn: 1, awaiting: "model" })).toBeUndefined();
+    await store.endRun(run._id, "sweeper", stop(1));
+    expect(await store.recordProgress(run._id, { turn: 2, awaiting: "tools" })).toEqual(stop(1));
+    // The ended run's progress is left as the end found it.
+    expect(await store.getRun(run._id)).toMatchObject({ status: "stopped", awaiting: "nothing", turn: 1 });
+  });
+
+  it("is restored by mirrorEnd when the run document lost it (a crash between the claim and the write)", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    await store.endRun(run._id, "sweeper", stop(0));
+    // What a lost update leaves behind: the claim says stopped, the document says running.
+    await store.runs.updateOne({ _id: run._id }, { $set: { status: "running", awaiting: "model" } });
+    await store.mirrorEnd(run._id, (await store.endOf(run._id))!);
+    expect(await store.getRun(run._id)).toMatchObject({ status: "stopped", stop_reason: "budget_wall_clock", awaiting: "nothing" });
+  });
+});
