@@ -79,9 +79,28 @@ ensure_ferretdb_binary() {
   rm -rf "$src"
 }
 
+# FerretDB v1 runs an update or delete as a query whose cursor keeps one pooled PostgreSQL connection while
+# the write takes a second one: with N connections, N/2 concurrent updates each hold one and wait for another,
+# and the server hangs for good. The pool is therefore sized far above what the suite runs at once (a few
+# dozen concurrent writes at peak), which needs PostgreSQL to accept that many connections.
+PG_MAX_CONNECTIONS=600
+FERRETDB_POOL=560
+
+ensure_postgres_connections() {
+  local current
+  current="$(psql -q -h 127.0.0.1 -U postgres -d postgres -tAc "SHOW max_connections")"
+  [ "$current" -ge "$PG_MAX_CONNECTIONS" ] && return
+  log "raising PostgreSQL max_connections from $current to $PG_MAX_CONNECTIONS (restarts PostgreSQL)"
+  psql -q -h 127.0.0.1 -U postgres -d postgres -c "ALTER SYSTEM SET max_connections = $PG_MAX_CONNECTIONS" >/dev/null
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main restart
+  for _ in $(seq 1 100); do pg_isready -q -h 127.0.0.1 -p 5432 && return; sleep 0.1; done
+  die "PostgreSQL did not come back after the restart"
+}
+
 ensure_ferretdb() {
   if port_open 127.0.0.1 "$MONGO_PORT"; then return; fi
   ensure_postgres
+  ensure_postgres_connections
   ensure_ferretdb_binary
   local db
   db="$(echo "$PG_URL" | sed -E 's#.*/([^/?]+).*#\1#')"
@@ -90,9 +109,7 @@ ensure_ferretdb() {
   psql -q -h 127.0.0.1 -U postgres -d "$db" -f "$ROOT/infra/ferretdb/gin-indexes.sql" >/dev/null 2>&1
   log "starting FerretDB on 127.0.0.1:$MONGO_PORT"
   mkdir -p "$STATE/ferretdb"
-  # pool_max_conns: FerretDB v1 holds one connection per open cursor while it updates through another;
-  # a small pool deadlocks under concurrent updates.
-  nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?pool_max_conns=80" \
+  nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?pool_max_conns=$FERRETDB_POOL" \
     --listen-addr="127.0.0.1:$MONGO_PORT" --telemetry=disable --state-dir="$STATE/ferretdb" \
     --debug-addr=- --log-level=warn >"$STATE/ferretdb.log" 2>&1 &
   echo $! >"$STATE/ferretdb.pid"
