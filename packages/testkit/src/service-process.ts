@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -19,7 +21,7 @@ export class ServiceProcess {
   #ready: LogLine | undefined;
   #exitCode: number | null | undefined;
 
-  private constructor(name: string, child: ChildProcess) {
+  private constructor(name: string, child: ChildProcess, file?: WriteStream) {
     this.name = name;
     this.#child = child;
     this.#exited = new Promise((resolve) => {
@@ -30,6 +32,7 @@ export class ServiceProcess {
     });
     const rl = createInterface({ input: child.stdout! });
     rl.on("line", (line) => {
+      file?.write(`${line}\n`);
       let parsed: LogLine;
       try {
         parsed = JSON.parse(line) as LogLine;
@@ -39,14 +42,24 @@ export class ServiceProcess {
       this.#lines.push(parsed);
       if (this.#lines.length > 5_000) this.#lines.shift();
     });
-    createInterface({ input: child.stderr! }).on("line", (line) => this.#lines.push({ msg: line, stderr: true }));
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      file?.write(`${line}\n`);
+      this.#lines.push({ msg: line, stderr: true });
+    });
+    child.once("exit", () => file?.end());
   }
 
   /**
    * Spawns `node services/<service>/dist/main.js` with exactly `env` (plus PATH) and resolves once the
-   * service logs `ready`; rejects if it exits first or does not become ready in time.
+   * service logs `ready`; rejects if it exits first or does not become ready in time. With
+   * `TOOLGATE_TEST_LOG_DIR` set, every line the process prints is also kept in `<dir>/<logName or label>-<pid>.log`
+   * (the in-memory tail keeps only the last 5,000), for whoever debugs a failure after the fact.
    */
-  static async start(service: ServiceName, env: Record<string, string>, options: { label?: string; timeoutMs?: number } = {}): Promise<ServiceProcess> {
+  static async start(
+    service: ServiceName,
+    env: Record<string, string>,
+    options: { label?: string; logName?: string; timeoutMs?: number } = {},
+  ): Promise<ServiceProcess> {
     const entry = `${REPO_ROOT}services/${service}/dist/main.js`;
     // TOOLGATE_NODE_ARGS passes profiling flags (e.g. --cpu-prof) that NODE_OPTIONS does not allow.
     const nodeArgs = (process.env.TOOLGATE_NODE_ARGS ?? "").split(" ").filter(Boolean);
@@ -54,7 +67,11 @@ export class ServiceProcess {
       env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
-    const proc = new ServiceProcess(options.label ?? service, child);
+    const label = options.label ?? service;
+    const logDir = process.env.TOOLGATE_TEST_LOG_DIR;
+    if (logDir) mkdirSync(logDir, { recursive: true });
+    const file = logDir ? createWriteStream(join(logDir, `${options.logName ?? label}-${child.pid ?? "unknown"}.log`), { flags: "a" }) : undefined;
+    const proc = new ServiceProcess(label, child, file);
     await proc.#waitReady(options.timeoutMs ?? 30_000);
     return proc;
   }

@@ -188,7 +188,7 @@ export class Stack {
     const proc = await ServiceProcess.start(
       service,
       { ...this.env, INSTANCE_ID: `${label}-${randomBytes(3).toString("hex")}`, ...this.#serviceEnv[service], ...extraEnv },
-      { label },
+      { label, logName: `${this.name}-${label}` },
     );
     this.processes.push(proc);
     return proc;
