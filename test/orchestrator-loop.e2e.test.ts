@@ -163,16 +163,17 @@ describe("budgets stop a looping model, each with its own reason", () => {
       { timeoutMs: 30_000, description: "the run stopping on its approval wait" },
     );
     expect(run).toMatchObject({ status: "stopped", stop_reason: "approval_timeout" });
-    // The call still waits for a human, so the trail has no result for it: wait for the run's stop in audit.
-    const trail = await waitFor(
-      async () => {
-        const { body } = await stack.audit<{ events: AuditedEvent[] }>(`/v1/runs/${started.body.run_id}/events`);
-        return body.events.some((e) => e.event.kind === "run" && e.event.type === "stopped") ? body.events : undefined;
-      },
-      { description: "audit holding the run's stop" },
-    );
-    expect(trail.some((e) => e.event.kind === "call" && e.event.type === "approval_requested")).toBe(true);
+    // The stop withdraws the waiting call's approval request: the call ends now, and never runs.
+    const trail = await stack.trace(started.body.run_id);
     expect(trail.find((e) => e.event.kind === "run" && e.event.type === "stopped")?.event.payload.reason).toBe("approval_timeout");
+    const save = trail.filter((e) => e.event.kind === "call" && e.event.tool?.name === "save_evidence").map((e) => e.event);
+    expect(save.map((e) => e.type)).toEqual(["approval_requested", "denied", "result_attached"]);
+    const denied = save[1]!;
+    expect(denied.payload).toMatchObject({ result: { ok: false, error: { code: "BUDGET_EXCEEDED" } } });
+    expect((denied.payload.reasons as string[])[0]).toMatch(/^approval apr_\w+ withdrawn: the run stopped \(approval_timeout\)/);
+    const late = await stack.policyApi<{ error: { code: string } }>("POST", `/v1/approvals/${save[0]!.payload.approval_id as string}/approve`, {});
+    expect([late.status, late.body.error.code]).toEqual([409, "ALREADY_DECIDED"]);
+    expect(await mongo.db(`${stack.name}_tools`).collection("evidence").countDocuments({ task_id: "task_wait" })).toBe(0);
   });
 });
 

@@ -41,9 +41,10 @@ export interface ApprovalRequestRecord {
 
 /**
  * `revoked`: an approver approved, but the policy in force by then no longer allows the call (it ends with
- * PERMISSION_DENIED; the approval is never usable).
+ * PERMISSION_DENIED; the approval is never usable). `withdrawn`: the call's run stopped while the request
+ * waited, so nobody can approve it any more.
  */
-export type ApprovalOutcome = "approved" | "denied" | "expired" | "revoked";
+export type ApprovalOutcome = "approved" | "denied" | "expired" | "revoked" | "withdrawn";
 
 /**
  * The one decision on a request: inserted on the approval id, so the first of an approver's approve, another's
@@ -57,9 +58,11 @@ export interface ApprovalDecisionRecord {
   approver?: Principal;
   /** The approver's note, for the audit trail only. */
   note?: string;
-  /** `revoked`: why the policy in force at approval time denies the call, and its version. */
+  /** `revoked`: why the policy in force at approval time denies the call, and its version; `withdrawn`: why. */
   reasons?: string[];
   policy_version?: string;
+  /** `withdrawn`: the stop reason of the run (e.g. `approval_timeout`). */
+  run_stop?: string;
   decided_at: Date;
   /** Approved: the authorization it produced may be used until then (short-lived). */
   grant_expires_at?: Date;
@@ -160,13 +163,14 @@ export class MongoApprovalStore {
     await this.decisions.updateOne({ _id: id }, { $set: { published_at: at } });
   }
 
-  /** Requests still marked open, optionally of one tenant, oldest expiry first. */
-  openRequests(filter: { tenant?: string; expiredBy?: Date; callId?: string }, limit: number): Promise<ApprovalRequestRecord[]> {
+  /** Requests still marked open, optionally of one tenant, call or run, oldest expiry first. */
+  openRequests(filter: { tenant?: string; expiredBy?: Date; callId?: string; runId?: string }, limit: number): Promise<ApprovalRequestRecord[]> {
     return this.requests
       .find({
         open: true,
         ...(filter.tenant === undefined ? {} : { tenant: filter.tenant }),
         ...(filter.callId === undefined ? {} : { call_id: filter.callId }),
+        ...(filter.runId === undefined ? {} : { run_id: filter.runId }),
         ...(filter.expiredBy === undefined ? {} : { expires_at: { $lte: filter.expiredBy } }),
       })
       .sort({ expires_at: 1, _id: 1 })

@@ -126,6 +126,7 @@ async function evaluate(ledger: ApprovalLedger, input: ApprovalPresentation): Pr
   if (decided.outcome === "denied") return { ok: false, code: "APPROVAL_DENIED", why: "the approver refused this plan" };
   if (decided.outcome === "revoked") return { ok: false, code: "APPROVAL_DENIED", why: "the policy in force when it was approved denies this plan" };
   if (decided.outcome === "expired") return { ok: false, code: "APPROVAL_EXPIRED", why: "nobody decided before the request expired" };
+  if (decided.outcome === "withdrawn") return { ok: false, code: "APPROVAL_DENIED", why: "the request was withdrawn when its run stopped" };
   const now = input.now.getTime();
   const until = Math.min(decided.grant_expires_at?.getTime() ?? 0, Date.parse(decision.expires_at));
   if (!(now < until)) return { ok: false, code: "APPROVAL_EXPIRED", why: `the approval was good until ${new Date(until).toISOString()}` };

@@ -144,6 +144,25 @@ describe("ApprovalDesk", () => {
     expect(await a.approve(request._id, CAROL)).toMatchObject({ ok: false, refusal: { status: 410, code: "APPROVAL_EXPIRED" } });
   });
 
+  it("withdraws the open request of a stopped run: the call ends with BUDGET_EXCEEDED and can no longer be approved", async () => {
+    const [a, b] = [desk(), desk()];
+    const { proposal: p, request } = await pending(a);
+    const other = await pending(a);
+    // Both replicas see the stop (a redelivery looks the same): one decision, one terminal event.
+    const withdrawn = await Promise.all([a.withdrawRun(p.run_id, "approval_timeout"), b.withdrawRun(p.run_id, "approval_timeout")]);
+    expect(withdrawn[0] + withdrawn[1]).toBe(1);
+    const terminals = eventsOf(p.call_id).filter((e): e is CallEventOf<"denied"> => e.type === "denied");
+    expect(terminals).toHaveLength(1);
+    expect(terminals[0]!.payload).toMatchObject({ result: { ok: false, error: { code: "BUDGET_EXCEEDED" } } });
+    expect(terminals[0]!.payload.reasons).toEqual([`approval ${request._id} withdrawn: the run stopped (approval_timeout) before anyone decided`]);
+    expect(await a.approve(request._id, CAROL)).toMatchObject({ ok: false, refusal: { status: 409, code: "ALREADY_DECIDED" } });
+    expect(await a.list(CAROL, { callId: p.call_id })).toEqual([]);
+    // Another run's request is untouched; a stop that is not a budget ends its calls with APPROVAL_DENIED.
+    expect(eventsOf(other.proposal.call_id).map((e) => e.type)).toEqual(["approval_requested"]);
+    expect(await a.withdrawRun(other.proposal.run_id, "model_error")).toBe(1);
+    expect(eventsOf(other.proposal.call_id).at(-1)).toMatchObject({ type: "denied", payload: { result: { error: { code: "APPROVAL_DENIED" } } } });
+  });
+
   it("lets exactly one of a concurrent approve and deny win, and publishes only its outcome", async () => {
     const d = desk();
     const { proposal: p, request } = await pending(d);

@@ -24,7 +24,7 @@ export interface ApprovalView {
   approval_id: string;
   call_id: string;
   run_id: string;
-  state: "pending" | "approved" | "denied" | "expired" | "revoked";
+  state: "pending" | "approved" | "denied" | "expired" | "revoked" | "withdrawn";
   tool: { name: string; version: string; hash: string };
   risk: string;
   side_effect: string;
@@ -73,6 +73,9 @@ export interface ApprovalDeskDeps {
   logger: Logger;
   now?: () => Date;
 }
+
+/** Stop reasons of a run that are budgets: a call withdrawn by one of them ends with BUDGET_EXCEEDED. */
+const BUDGET_STOPS = new Set(["budget_turns", "budget_tool_calls", "budget_wall_clock", "budget_tokens", "repeated_call", "approval_timeout"]);
 
 const NOT_FOUND: DeskRefusal = { status: 404, code: "APPROVAL_NOT_FOUND", message: "no such approval request" };
 const samePrincipal = (a: Pick<Principal, "tenant" | "subject">, b: Pick<Principal, "tenant" | "subject">) => a.tenant === b.tenant && a.subject === b.subject;
@@ -198,6 +201,32 @@ export class ApprovalDesk {
       republished += 1;
     }
     return { expired, republished };
+  }
+
+  /**
+   * Withdraws the open requests of a run that stopped: nobody can approve them any more, and each call ends now
+   * (BUDGET_EXCEEDED when a budget stopped the run, APPROVAL_DENIED otherwise) rather than at its expiry, or
+   * worse, running after an approval in a run that no longer continues. A decision that got there first (an
+   * approval, a denial, an expiry) stands. Safe to repeat: a redelivered stop finds the requests decided.
+   */
+  async withdrawRun(runId: string, stopReason: string): Promise<number> {
+    const now = this.#now();
+    let withdrawn = 0;
+    for (const request of await this.#deps.store.openRequests({ runId }, 500)) {
+      const { won, decision } = await this.#deps.store.decide({
+        _id: request._id,
+        call_id: request.call_id,
+        outcome: "withdrawn",
+        reasons: [`approval ${request._id} withdrawn: the run stopped (${stopReason}) before anyone decided`],
+        run_stop: stopReason,
+        decided_at: now,
+      });
+      if (!won) continue;
+      withdrawn += 1;
+      this.#deps.logger.info({ call_id: request.call_id, approval_id: request._id, run_id: runId, stop_reason: stopReason }, "approval withdrawn");
+      await this.#publish(request, decision);
+    }
+    return withdrawn;
   }
 
   async #decide(id: string, approver: Principal, outcome: "approved" | "denied", body: { planHash?: string; note?: string }): Promise<DeskOutcome> {
@@ -337,6 +366,21 @@ export class ApprovalDesk {
       const reasons = (decision.reasons ?? []).map((r) => `at approval: ${r}`.slice(0, 512));
       await this.#deps.bus.publish(
         nextCallEvent(origin, "denied", "policy", { result, reasons, policy_version: decision.policy_version ?? request.policy_version }, { time: at }),
+      );
+    } else if (decision.outcome === "withdrawn") {
+      const code = BUDGET_STOPS.has(decision.run_stop ?? "") ? "BUDGET_EXCEEDED" : "APPROVAL_DENIED";
+      await this.#deps.bus.publish(
+        nextCallEvent(
+          origin,
+          "denied",
+          "policy",
+          {
+            result: failure(request.call_id, code, "the run stopped before anyone approved this call; it did not run"),
+            reasons: decision.reasons ?? [],
+            policy_version: request.policy_version,
+          },
+          { time: at },
+        ),
       );
     } else {
       const code = decision.outcome === "denied" ? "APPROVAL_DENIED" : "APPROVAL_EXPIRED";

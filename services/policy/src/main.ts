@@ -1,4 +1,5 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
+import { ACK, terminate } from "@toolgate/bus";
 import { decisionSigner } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -68,6 +69,16 @@ await runService({
       policyHandler({ bus: infra.bus, contracts, policies: () => policies, signer, decisionTtlMs: config.POLICY_DECISION_TTL_MS, quotas, desk, logger }),
     );
 
+    // A run that stops withdraws its calls' open approval requests, so none of them can run after the stop.
+    const runStops = await infra.bus.consume(
+      { name: "policy-run-stops", filters: [infra.subjects.runEvents("stopped")], slots: 4, maxAckPending: 256, ackWaitMs: 30_000, maxDeliver: 20 },
+      async (event) => {
+        if (event.kind !== "run" || event.type !== "stopped") return terminate(`policy does not handle ${event.kind}.${event.type} here`);
+        await desk.withdrawRun(event.run_id, event.payload.reason);
+        return ACK;
+      },
+    );
+
     let sweeping = false;
     let sweeps = 0;
     const sweeper = setInterval(() => {
@@ -109,7 +120,7 @@ await runService({
         clearInterval(reloader);
         clearInterval(sweeper);
         await api.close();
-        await worker.stop();
+        await Promise.all([worker.stop(), runStops.stop()]);
         contracts.close();
         await infra.close();
       },
