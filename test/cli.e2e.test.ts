@@ -38,6 +38,10 @@ describe("toolgate CLI", () => {
     await stack.trace(runId);
     expect(await toolgate("audit", runId, "--verify")).toContain("hash chain verified");
     expect(await toolgate("audit", runId)).toMatch(/call\.completed\s+call_\S+\s+save_evidence ok/);
+    // A finished run cannot be cancelled: the refusal says why, without a stack trace.
+    const cancel = await run(process.execPath, [CLI, "runs", "cancel", runId], { env }).catch((e: { stderr: string; code: number }) => e);
+    expect(cancel).toMatchObject({ code: 1 });
+    expect((cancel as { stderr: string }).stderr.trim()).toBe("toolgate: RUN_ENDED: the run already ended (completed)");
   });
 
   it("lists the tools and explains a failure without a stack trace", async () => {
@@ -71,6 +75,8 @@ describe("toolgate CLI", () => {
     const response = await fetch(`${stack.orchestratorUrl}/openapi.json`);
     const doc = (await response.json()) as { openapi: string; paths: Record<string, unknown> };
     expect(doc.openapi).toBe("3.1.0");
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/runs", "/v1/runs/{run_id}", "/v1/tool-calls", "/v1/tools"]));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(["/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/cancel", "/v1/tool-calls", "/v1/tools"]),
+    );
   });
 });

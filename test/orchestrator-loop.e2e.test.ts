@@ -177,6 +177,37 @@ describe("budgets stop a looping model, each with its own reason", () => {
   });
 });
 
+describe("cancelling a run", () => {
+  it("stops it for its owner only, withdraws the call waiting for approval, and refuses a second cancel", async () => {
+    const dave = await stack.jwt({ sub: "dave", roles: ["researcher"] });
+    const input = "Research task task_id=task_cancel: state management.";
+    const started = await stack.apiWith<{ run_id: string }>(dave, "POST", "/v1/runs", { model: "scripted:c04", input, context: { task_id: "task_cancel" } });
+    const runId = started.body.run_id;
+    await waitFor(
+      async () => {
+        const { body } = await stack.audit<{ events: AuditedEvent[] }>(`/v1/runs/${runId}/events`);
+        return body.events.some((e) => e.event.type === "approval_requested");
+      },
+      { description: "save_evidence waiting for approval" },
+    );
+    // Another principal cannot tell the run exists.
+    expect((await stack.api("POST", `/v1/runs/${runId}/cancel`, {})).status).toBe(404);
+
+    const cancelled = await stack.apiWith<{ status: string; stop_reason: string; final_text: string }>(dave, "POST", `/v1/runs/${runId}/cancel`, {});
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: "stopped", stop_reason: "cancelled", final_text: "cancelled by acme/dave" });
+    const trail = await stack.trace(runId);
+    expect(trail.find((e) => e.event.kind === "run" && e.event.type === "stopped")?.event.payload.reason).toBe("cancelled");
+    const save = trail.filter((e) => e.event.kind === "call" && e.event.tool?.name === "save_evidence").map((e) => e.event);
+    expect(save.map((e) => e.type)).toEqual(["approval_requested", "denied", "result_attached"]);
+    expect(save[1]!.payload).toMatchObject({ result: { ok: false, error: { code: "APPROVAL_DENIED" } } });
+    expect(await mongo.db(`${stack.name}_tools`).collection("evidence").countDocuments({ task_id: "task_cancel" })).toBe(0);
+
+    const again = await stack.apiWith<{ error: { code: string } }>(dave, "POST", `/v1/runs/${runId}/cancel`, {});
+    expect([again.status, again.body.error.code]).toEqual([409, "RUN_ENDED"]);
+  });
+});
+
 describe("crash recovery", () => {
   it("finishes a run after the orchestrator is killed mid-run, without re-running completed calls", async () => {
     const input = "Research task task_id=task_crash: state management.";

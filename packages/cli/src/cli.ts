@@ -3,7 +3,7 @@
  * toolgate — the command line for people.
  *
  *   toolgate runs start --model scripted:c04 --input "…" [--task <id>] [--wait]
- *   toolgate runs get <run_id>
+ *   toolgate runs get <run_id> | cancel <run_id>
  *   toolgate calls get <call_id>
  *   toolgate tools [--format openai-responses|openai-chat|anthropic|gemini|mcp]
  *   toolgate approvals list | approve <approval_id> | deny <approval_id> [--reason …]
@@ -139,6 +139,10 @@ async function main(): Promise<void> {
       }
       if (action === "get") {
         const run = await orchestrator<RunView>("GET", `/v1/runs/${required("run id", id)}`);
+        return print(run, () => describeRun(run));
+      }
+      if (action === "cancel") {
+        const run = await orchestrator<RunView>("POST", `/v1/runs/${required("run id", id)}/cancel`, {});
         return print(run, () => describeRun(run));
       }
       break;

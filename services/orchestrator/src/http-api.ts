@@ -251,6 +251,20 @@ export function orchestratorApi(deps: {
     return runView(run);
   });
 
+  app.post<{ Params: { runId: string } }>("/v1/runs/:runId/cancel", async (request, reply) => {
+    const id = RunIdSchema.safeParse(request.params.runId);
+    if (!id.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a run id");
+    try {
+      const cancelled = await deps.loop.cancelRun(request.principal!, id.data);
+      const run = (await deps.store.getRun(id.data))!;
+      if (!cancelled) return apiError(reply, 409, "RUN_ENDED", `the run already ended (${run.stop_reason ?? run.status})`);
+      return await runView(run);
+    } catch (error) {
+      if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 409, error.code, error.message);
+      throw error;
+    }
+  });
+
   app.post("/v1/tool-calls", async (request, reply) => {
     const body = SubmitCallsSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid tool-call submission", issues(body.error));

@@ -93,6 +93,19 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { "200": ref("RunView", "the run with every call and its result"), "404": ref("Error", "no such run (or not yours)"), ...errors },
         },
       },
+      "/v1/runs/{run_id}/cancel": {
+        post: {
+          summary:
+            "Cancel a managed run: it stops with reason cancelled; calls already executing finish, calls waiting for approval are withdrawn, nothing new is proposed.",
+          parameters: [{ name: "run_id", in: "path", required: true, schema: { type: "string" } }],
+          responses: {
+            "200": ref("RunView", "the run, stopped"),
+            "404": ref("Error", "no such run (or not yours)"),
+            "409": ref("Error", "the run already ended (RUN_ENDED), or is host-driven (RUN_IS_EXTERNAL)"),
+            ...errors,
+          },
+        },
+      },
       "/v1/tool-calls": {
         post: {
           summary: "Bring your own loop: validate, authorize and execute a model's tool calls; wait up to wait_ms for their results.",

@@ -42,7 +42,7 @@ export interface RunLoopDeps {
 /** A request the run loop refuses; the API maps it to a 4xx with this code. */
 export class RunRequestError extends Error {
   constructor(
-    readonly code: "UNKNOWN_MODEL" | "RUN_NOT_FOUND" | "RUN_NOT_EXTERNAL" | "INVALID_CALLS",
+    readonly code: "UNKNOWN_MODEL" | "RUN_NOT_FOUND" | "RUN_NOT_EXTERNAL" | "RUN_IS_EXTERNAL" | "INVALID_CALLS",
     message: string,
   ) {
     super(message);
@@ -128,6 +128,21 @@ export class RunLoop {
     this.#track(records, true);
     await this.#deps.scheduler.schedule(run, turn, records, true);
     return { runId: run._id, callIds: records.map((r) => r._id) };
+  }
+
+  /**
+   * Stops a managed run at its owner's request (`cancelled`). Calls already executing finish (their side
+   * effects are at most once either way); calls waiting for approval are withdrawn by policy, which consumes
+   * the stop; nothing new is proposed. False when the run had already ended.
+   */
+  async cancelRun(principal: Principal, runId: RunId): Promise<boolean> {
+    const run = await this.#deps.store.getRun(runId);
+    if (!run || run.principal.tenant !== principal.tenant || run.principal.subject !== principal.subject) {
+      throw new RunRequestError("RUN_NOT_FOUND", "no such run");
+    }
+    if (run.status === "external") throw new RunRequestError("RUN_IS_EXTERNAL", "a host-driven run has no loop to cancel");
+    if (run.status !== "running") return false;
+    return this.#stop(run, "cancelled", `cancelled by ${principal.tenant}/${principal.subject}`);
   }
 
   /** Consumes terminal call events: attach, release, notify, schedule the next write, advance the run. */
@@ -360,13 +375,18 @@ export class RunLoop {
     await this.#publishEnd(run, end);
   }
 
-  async #stop(run: RunRecord, reason: StopReason, message: string): Promise<void> {
+  /** Ends the run as stopped; false when another end (a completion, another stop) got there first. */
+  async #stop(run: RunRecord, reason: StopReason, message: string): Promise<boolean> {
     // One end per run, whichever process, sweep or answer gets there first.
     const end: RunEnd = { status: "stopped", turn: run.turn, final_text: message, stop_reason: reason, tool_calls: run.tool_calls };
-    if (!(await this.#deps.store.endRun(run._id, this.#deps.instanceId, end))) return this.#endedElsewhere(run._id);
+    if (!(await this.#deps.store.endRun(run._id, this.#deps.instanceId, end))) {
+      await this.#endedElsewhere(run._id);
+      return false;
+    }
     this.#running.delete(run._id);
     this.#deps.logger.info({ run_id: run._id, reason }, "run stopped");
     await this.#publishEnd(run, end);
+    return true;
   }
 
   /** Publishes a run's end event; its id is fixed by the run and turn, so publishing again is harmless. */
