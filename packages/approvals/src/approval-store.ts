@@ -1,4 +1,4 @@
-import type { ErrorCode, Principal, RunContext, ToolRef } from "@toolgate/contracts";
+import type { ErrorCode, Principal, RunContext, RunStopReason, ToolRef } from "@toolgate/contracts";
 import { DUPLICATE_KEY } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
 
@@ -62,7 +62,7 @@ export interface ApprovalDecisionRecord {
   reasons?: string[];
   policy_version?: string;
   /** `withdrawn`: the stop reason of the run (e.g. `approval_timeout`). */
-  run_stop?: string;
+  run_stop?: RunStopReason;
   decided_at: Date;
   /** Approved: the authorization it produced may be used until then (short-lived). */
   grant_expires_at?: Date;

@@ -138,6 +138,18 @@ const callPayloads = {
   }),
 } satisfies Record<CallEventType, z.ZodType>;
 
+/** The stop reasons that are budgets (a run used up what it was allowed); the others are outcomes of the run. */
+export const BUDGET_STOP_REASONS = ["budget_turns", "budget_tool_calls", "budget_wall_clock", "budget_tokens", "repeated_call", "approval_timeout"] as const;
+
+/** Why a run stopped: one of its budgets, the model's refusal or failure, or its owner's cancel. */
+export const RunStopReasonSchema = z.enum([...BUDGET_STOP_REASONS, "refusal", "model_error", "cancelled"]);
+export type RunStopReason = z.infer<typeof RunStopReasonSchema>;
+
+/** Whether a run stopped because it used up a budget. */
+export function isBudgetStop(reason: RunStopReason): boolean {
+  return (BUDGET_STOP_REASONS as readonly string[]).includes(reason);
+}
+
 const runPayloads = {
   started: z.object({
     model: z.string().max(128),
@@ -154,17 +166,7 @@ const runPayloads = {
     final_text: z.string().max(64 * 1024),
   }),
   stopped: z.object({
-    reason: z.enum([
-      "budget_turns",
-      "budget_tool_calls",
-      "budget_wall_clock",
-      "budget_tokens",
-      "repeated_call",
-      "approval_timeout",
-      "refusal",
-      "model_error",
-      "cancelled",
-    ]),
+    reason: RunStopReasonSchema,
     message: z.string().max(2048),
   }),
 } satisfies Record<RunEventType, z.ZodType>;

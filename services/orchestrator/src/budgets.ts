@@ -1,3 +1,4 @@
+import type { RunStopReason } from "@toolgate/contracts";
 import { z } from "zod";
 
 /** The limits of one run. Every stop has its own reason, recorded in the run and audited. */
@@ -22,9 +23,8 @@ export const BudgetsSchema = z.object({
 });
 export type Budgets = z.infer<typeof BudgetsSchema>;
 
-/** Why a run stopped. */
-export type StopReason =
-  "budget_turns" | "budget_tool_calls" | "budget_wall_clock" | "budget_tokens" | "repeated_call" | "approval_timeout" | "refusal" | "model_error" | "cancelled";
+/** Why a run stopped (the set its `run.stopped` event carries). */
+export type StopReason = RunStopReason;
 
 /** What a run has used so far. */
 export interface Usage {

@@ -399,7 +399,7 @@ export class RunLoop {
             tool_calls: end.tool_calls,
             final_text: end.final_text.slice(0, 64 * 1024),
           })
-        : runEvent(origin, "stopped", "orchestrator", end.turn, { reason: end.stop_reason!, message: end.final_text }),
+        : runEvent(origin, "stopped", "orchestrator", end.turn, { reason: end.stop_reason, message: end.final_text }),
     );
   }
 

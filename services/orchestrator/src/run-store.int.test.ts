@@ -66,7 +66,7 @@ describe("a run's end", () => {
   it("is claimed once: the first of a completion and a stop wins, and the run document says which", async () => {
     const run = runningRun();
     await store.insertRun(run);
-    const completion: RunEnd = { status: "completed", turn: 2, final_text: "done", usage: { ...run.usage, turns: 3 }, tool_calls: 4 };
+    const completion: RunEnd = { status: "completed", turn: 2, final_text: "done", responses: [], usage: { ...run.usage, turns: 3 }, tool_calls: 4 };
     const outcomes = await Promise.all([store.endRun(run._id, "loop", completion), store.endRun(run._id, "sweeper", stop(2))]);
     expect(outcomes.filter(Boolean)).toHaveLength(1);
     const winner = outcomes[0] ? completion : stop(2);

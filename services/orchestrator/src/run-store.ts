@@ -83,17 +83,16 @@ export interface CallResultRecord {
  * How a managed run ended. Recorded once, in the run's end claim (the first of a completion and a stop wins),
  * and never updated: it is the authority on the run's end, which the run document mirrors.
  */
-export interface RunEnd {
-  status: "completed" | "stopped";
+export type RunEnd = {
   /** The turn the run ended in: the number of its end event. */
   turn: number;
   final_text: string;
-  stop_reason?: StopReason;
-  /** A completion's responses and usage, including its last turn; a stop leaves the run's as they are. */
-  responses?: RunRecord["responses"];
-  usage?: Usage;
   tool_calls: number;
-}
+} & (
+  | { status: "stopped"; stop_reason: StopReason }
+  /** A completion's responses and usage, including its last turn; a stop leaves the run's as they are. */
+  | { status: "completed"; responses: RunRecord["responses"]; usage: Usage }
+);
 
 /** Who plays a run's model turn (`<run_id>:<turn>`) or ends it (`<run_id>:end`): one claim per key. */
 export interface TurnClaim {
@@ -269,10 +268,8 @@ function endFields(end: RunEnd): Partial<RunRecord> {
     status: end.status,
     awaiting: "nothing",
     final_text: end.final_text,
-    ...(end.stop_reason === undefined ? {} : { stop_reason: end.stop_reason }),
-    ...(end.responses === undefined ? {} : { responses: end.responses }),
-    ...(end.usage === undefined ? {} : { usage: end.usage }),
     tool_calls: end.tool_calls,
+    ...(end.status === "stopped" ? { stop_reason: end.stop_reason } : { responses: end.responses, usage: end.usage }),
     updated_at: new Date(),
   };
 }

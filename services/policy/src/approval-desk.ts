@@ -3,6 +3,7 @@ import type { EventBus } from "@toolgate/bus";
 import {
   canonicalJson,
   failure,
+  isBudgetStop,
   nextCallEvent,
   originOf,
   type CallEventOf,
@@ -11,6 +12,7 @@ import {
   type DecisionSigner,
   type JsonValue,
   type Principal,
+  type RunStopReason,
 } from "@toolgate/contracts";
 import type { CompiledTool, CurrentContracts } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
@@ -73,9 +75,6 @@ export interface ApprovalDeskDeps {
   logger: Logger;
   now?: () => Date;
 }
-
-/** Stop reasons of a run that are budgets: a call withdrawn by one of them ends with BUDGET_EXCEEDED. */
-const BUDGET_STOPS = new Set(["budget_turns", "budget_tool_calls", "budget_wall_clock", "budget_tokens", "repeated_call", "approval_timeout"]);
 
 const NOT_FOUND: DeskRefusal = { status: 404, code: "APPROVAL_NOT_FOUND", message: "no such approval request" };
 const samePrincipal = (a: Pick<Principal, "tenant" | "subject">, b: Pick<Principal, "tenant" | "subject">) => a.tenant === b.tenant && a.subject === b.subject;
@@ -209,7 +208,7 @@ export class ApprovalDesk {
    * worse, running after an approval in a run that no longer continues. A decision that got there first (an
    * approval, a denial, an expiry) stands. Safe to repeat: a redelivered stop finds the requests decided.
    */
-  async withdrawRun(runId: string, stopReason: string): Promise<number> {
+  async withdrawRun(runId: string, stopReason: RunStopReason): Promise<number> {
     const now = this.#now();
     let withdrawn = 0;
     for (const request of await this.#deps.store.openRequests({ runId }, 500)) {
@@ -368,7 +367,7 @@ export class ApprovalDesk {
         nextCallEvent(origin, "denied", "policy", { result, reasons, policy_version: decision.policy_version ?? request.policy_version }, { time: at }),
       );
     } else if (decision.outcome === "withdrawn") {
-      const code = BUDGET_STOPS.has(decision.run_stop ?? "") ? "BUDGET_EXCEEDED" : "APPROVAL_DENIED";
+      const code = decision.run_stop !== undefined && isBudgetStop(decision.run_stop) ? "BUDGET_EXCEEDED" : "APPROVAL_DENIED";
       await this.#deps.bus.publish(
         nextCallEvent(
           origin,
