@@ -52,6 +52,13 @@ export interface Worker {
 export interface EventBus {
   /** Publishes one event and waits for the stream's acknowledgement. Throws `PublishError` (retryable). */
   publish(event: ToolgateEvent): Promise<PublishReceipt>;
+  /**
+   * The stored event of `type` for call (or run) `id` — the latest one when it was published more than once —
+   * read back from the stream, parsed and validated; undefined when the stream holds none (or only an invalid
+   * message) under that subject. For recovering what a crashed process had not written down yet: JetStream is
+   * the log. Throws when the stream cannot be read (retryable).
+   */
+  lastEvent(kind: "call" | "run", id: string, type: string): Promise<ToolgateEvent | undefined>;
   /** Starts a pipelined worker on a durable consumer (created or updated idempotently). */
   consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker>;
   /**

@@ -1,4 +1,3 @@
 export { ACK, retryLater, terminate, ackAction, backoffDelay, type Disposition, type AckAction, type DeliveryAttempt } from "./disposition.js";
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
-export { Semaphore } from "./semaphore.js";

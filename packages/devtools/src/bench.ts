@@ -1,19 +1,33 @@
 /**
- * End-to-end benchmark: drives tool calls through the four real services (orchestrator API → policy →
- * executor → audit) with the no-op benchmark tool and prints calls/s, latency p50/p99 and the number of
- * duplicate executions counted by the tool's own effect ledger. Median of several runs.
+ * End-to-end benchmark: drives tool calls through the four real services (orchestrator API → policy → executor,
+ * audit reading every event) with the no-op benchmark tool, and accounts for every millisecond: throughput,
+ * latency idle and under a steady load, the critical path of an idle call step by step (with the database
+ * round trips each step waited for), database commands, JetStream publishes and CPU per call for each service
+ * and each server (NATS, FerretDB, PostgreSQL), and the sequential scans PostgreSQL did. Duplicate executions
+ * are counted by the tools themselves: `bench_noop` counts its executions per key in memory (a no-op writes
+ * nothing), `bench_sleep` records each effect in its ledger. Median of several runs.
+ *
+ * `--baseline` also runs, in the same invocation and before each run, a bare JetStream pipeline with
+ * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
  *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
- * half the throughput just measured, so it shows latency under a steady load the stack can carry; a rate
- * above capacity only measures the length of a growing queue.
+ * half the throughput just measured, so it shows latency under a steady load the stack can carry.
  *
  *   node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
- *                                         [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20]
+ *        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline]
+ *        [--mongo-rtt-ms 0.5] [--json <file>]
  */
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
+import type { ServiceStats } from "@toolgate/testkit";
 import { duplicateEffects } from "@toolgate/toolsets";
 import { MongoClient } from "mongodb";
+import { Pool } from "undici";
+import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
+import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
+import { readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
+import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -25,15 +39,22 @@ const { values: args } = parseArgs({
     tool: { type: "string", default: "bench_noop" },
     "sleep-ms": { type: "string", default: "20" },
     "idle-calls": { type: "string", default: "300" },
+    baseline: { type: "boolean", default: false },
+    "mongo-rtt-ms": { type: "string", default: "0.5" },
+    json: { type: "string" },
   },
 });
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
+/** Where FerretDB keeps its data (infra/dev.sh's default); used only to read PostgreSQL's table counters. */
+const PG_URL = process.env.TOOLGATE_FERRETDB_PG_URL ?? "postgres://postgres@127.0.0.1:5432/toolgate_ferretdb";
+/** Spans each service keeps for the critical-path accounting of the idle phase (a few per call). */
+const TRACE_CAPACITY = 200_000;
 
 interface CallResponse {
   run_id: string;
-  results: { status: string; result?: { ok: boolean } }[];
+  results: { call_id: string; status: string; result?: { ok: boolean } }[];
 }
 
 interface PhaseResult {
@@ -41,7 +62,11 @@ interface PhaseResult {
   failed: number;
   seconds: number;
   latencies: number[];
+  /** Successful calls with their wall-clock start and end, for the critical-path accounting. */
+  timed: ClientCall[];
 }
+
+const epochMicros = (): number => (performance.timeOrigin + performance.now()) * 1_000;
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -53,63 +78,79 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
+/**
+ * A host calling tools through the public API from one run of its own, over a pooled keep-alive connection
+ * (the benchmark's own HTTP client must cost little: it shares the machine with the stack).
+ */
 class Client {
   #runId: string | undefined;
   #n = 0;
   constructor(
-    private readonly stack: Stack,
+    private readonly pool: Pool,
+    private readonly apiKey: string,
     private readonly tool: string,
     private readonly sleepMs: number,
   ) {}
 
-  /** One tool call, submitted and awaited through the public API; returns its latency in ms. */
-  async call(): Promise<{ ms: number; ok: boolean }> {
+  /** One tool call, submitted and awaited; its latency in ms and, when it succeeded, its call id. */
+  async call(): Promise<{ ms: number; ok: boolean; call?: ClientCall }> {
     const n = this.#n++;
     const argumentsObject = this.tool === "bench_sleep" ? { ms: this.sleepMs, n } : { n };
+    const startUs = epochMicros();
     const started = performance.now();
-    let response: { status: number; body: CallResponse };
+    let status: number;
+    let body: CallResponse;
     try {
-      response = await this.stack.api<CallResponse>("POST", "/v1/tool-calls", {
-        ...(this.#runId ? { run_id: this.#runId } : {}),
-        calls: [{ id: `c${n}`, name: this.tool, arguments: argumentsObject }],
-        wait_ms: 30_000,
+      const response = await this.pool.request({
+        path: "/v1/tool-calls",
+        method: "POST",
+        headers: { authorization: `Bearer ${this.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          ...(this.#runId ? { run_id: this.#runId } : {}),
+          calls: [{ id: `c${n}`, name: this.tool, arguments: argumentsObject }],
+          wait_ms: 30_000,
+        }),
       });
+      status = response.statusCode;
+      body = (await response.body.json()) as CallResponse;
     } catch {
       // A refused or reset connection is a failed call, counted like any other.
       return { ms: performance.now() - started, ok: false };
     }
     const ms = performance.now() - started;
-    this.#runId ??= response.body.run_id;
-    const result = response.body.results?.[0];
-    return { ms, ok: response.status === 200 && result?.status === "done" && result.result?.ok === true };
+    const endUs = epochMicros();
+    this.#runId ??= body.run_id;
+    const result = body.results?.[0];
+    const ok = status === 200 && result?.status === "done" && result.result?.ok === true;
+    return { ms, ok, ...(ok && result ? { call: { callId: result.call_id, startUs, endUs } } : {}) };
   }
 }
 
-/** Closed loop: `concurrency` clients call back to back for `seconds`. */
-async function closedLoop(stack: Stack, tool: string, sleepMs: number, concurrency: number, seconds: number): Promise<PhaseResult> {
-  const latencies: number[] = [];
-  let failed = 0;
+/** Closed loop: `concurrency` clients call back to back for `seconds` (or `maxCalls` in all). */
+async function closedLoop(clients: () => Client, concurrency: number, seconds: number, maxCalls = Infinity): Promise<PhaseResult> {
+  const result: PhaseResult = { calls: 0, failed: 0, seconds: 0, latencies: [], timed: [] };
   const end = performance.now() + seconds * 1000;
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      const client = new Client(stack, tool, sleepMs);
-      while (performance.now() < end) {
+      const client = clients();
+      while (performance.now() < end && result.latencies.length < maxCalls) {
         const r = await client.call();
-        latencies.push(r.ms);
-        if (!r.ok) failed++;
+        result.latencies.push(r.ms);
+        if (r.call) result.timed.push(r.call);
+        if (!r.ok) result.failed++;
       }
     }),
   );
-  return { calls: latencies.length, failed, seconds: (performance.now() - started) / 1000, latencies };
+  result.calls = result.latencies.length;
+  result.seconds = (performance.now() - started) / 1000;
+  return result;
 }
 
 /** Open loop: calls started at a fixed rate regardless of how fast they finish. */
-async function openLoop(stack: Stack, tool: string, sleepMs: number, rate: number, seconds: number): Promise<PhaseResult> {
-  const latencies: number[] = [];
-  let failed = 0;
-  const clients = Array.from({ length: 256 }, () => new Client(stack, tool, sleepMs));
-  const busy = new Set<Client>();
+async function openLoop(clients: () => Client, rate: number, seconds: number): Promise<PhaseResult> {
+  const result: PhaseResult = { calls: 0, failed: 0, seconds: 0, latencies: [], timed: [] };
+  const idle: Client[] = Array.from({ length: 256 }, clients);
   const pending: Promise<void>[] = [];
   const started = performance.now();
   const total = Math.round(rate * seconds);
@@ -117,18 +158,19 @@ async function openLoop(stack: Stack, tool: string, sleepMs: number, rate: numbe
     const due = started + (i * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-    const client = clients.find((c) => !busy.has(c)) ?? new Client(stack, tool, sleepMs);
-    busy.add(client);
+    const client = idle.pop() ?? clients();
     pending.push(
       client.call().then((r) => {
-        busy.delete(client);
-        latencies.push(r.ms);
-        if (!r.ok) failed++;
+        idle.push(client);
+        result.latencies.push(r.ms);
+        if (!r.ok) result.failed++;
       }),
     );
   }
   await Promise.all(pending);
-  return { calls: latencies.length, failed, seconds: (performance.now() - started) / 1000, latencies };
+  result.calls = result.latencies.length;
+  result.seconds = (performance.now() - started) / 1000;
+  return result;
 }
 
 function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p99: number } {
@@ -137,6 +179,28 @@ function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p
   console.log(
     `  ${name.padEnd(34)} calls=${String(r.calls).padStart(6)} failed=${r.failed} calls/s=${out.rate.toFixed(0).padStart(5)} p50=${out.p50.toFixed(2)}ms p99=${out.p99.toFixed(2)}ms`,
   );
+  return out;
+}
+
+/** Every service's stats at once, keyed by process label (orchestrator, policy, executor-1, audit). */
+async function statsOf(stack: Stack): Promise<Record<string, ServiceStats>> {
+  const live = stack.processes.filter((p) => !p.exited);
+  const all = await Promise.all(live.map(async (p) => [p.name, await p.stats()] as const));
+  return Object.fromEntries(all);
+}
+
+/** Counter deltas per service between two snapshots, divided by `calls`. */
+function countersPerCall(before: Record<string, ServiceStats>, after: Record<string, ServiceStats>, calls: number): Record<string, Record<string, number>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const [service, stats] of Object.entries(after)) {
+    const earlier = before[service]?.counters ?? {};
+    const deltas: Record<string, number> = {};
+    for (const [name, value] of Object.entries(stats.counters)) {
+      const d = value - (earlier[name] ?? 0);
+      if (d > 0) deltas[name] = d / calls;
+    }
+    out[service] = deltas;
+  }
   return out;
 }
 
@@ -149,37 +213,99 @@ interface RunFigures {
   rateP50: number;
   rateP99: number;
   duplicates: number;
+  /** CPU ms per call under load, per process group. */
+  cpu: Record<string, number>;
+  /** Per service: database commands (`db.<command>.<role>.<collection>`) and publishes per call under load. */
+  counters: Record<string, Record<string, number>>;
+  path: PathSummary | undefined;
+  tables: TableStats[] | undefined;
+  bare: BarePipelineResult | undefined;
+}
+
+/** `<stack>_tools` holds what the benchmark tools do (their effect ledger); the rest is the runtime's. */
+function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
+  return (command) => (command.includes(`.${stack}_tools.`) ? "tool" : "runtime");
 }
 
 async function oneRun(index: number): Promise<RunFigures> {
   const tool = args.tool;
   const sleepMs = Number(args["sleep-ms"]);
+  const concurrency = Number(args.concurrency);
+  let bare: BarePipelineResult | undefined;
+  if (args.baseline) {
+    bare = await runBarePipeline({ natsUrl: NATS_URL, concurrency, durationS: Number(args.duration), idleCalls: Number(args["idle-calls"]) });
+    console.log(
+      `run ${index + 1}: bare JetStream pipeline: ${bare.throughput.rate.toFixed(0)} calls/s at ${concurrency} in flight, idle p50 ${bare.idle.p50.toFixed(2)} ms p99 ${bare.idle.p99.toFixed(2)} ms`,
+    );
+  }
   const stack = await Stack.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
     toolsets: ["bench"],
     executors: Number(args.executors),
     logLevel: "warn",
+    extraEnv: { STATS_TRACE_CAPACITY: String(TRACE_CAPACITY) },
   });
   const mongo = await new MongoClient(MONGO_URL).connect();
+  const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
+  const clients = () => new Client(pool, stack.apiKeys.alice, tool, sleepMs);
+  const cpuGroups: Record<string, CpuGroup> = {
+    ...Object.fromEntries(stack.processes.map((p) => [p.name, { pids: [p.pid] }])),
+    ...SERVER_CPU_GROUPS,
+  };
   try {
     console.log(`run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}`);
-    await closedLoop(stack, tool, sleepMs, 16, 2); // warm-up: JIT, connection pools, consumers
+    await closedLoop(clients, 16, 2); // warm-up: JIT, connection pools, consumers
     // Each phase starts once the services (audit above all) have caught up with the previous one's events.
     await stack.quiesce();
-    const idle = summarize("idle (1 call at a time)", await closedLoop(stack, tool, sleepMs, 1, Math.max(3, Number(args["idle-calls"]) / 200)));
-    const loaded = await closedLoop(stack, tool, sleepMs, Number(args.concurrency), Number(args.duration));
-    const saturated = summarize(`throughput (${args.concurrency} concurrent)`, loaded);
+    const tablesBefore = await readTableStats(PG_URL, stack.name);
+    await statsOf(stack); // hands over (and drops) the warm-up's spans
+    const idleCalls = Number(args["idle-calls"]);
+    const idlePhase = await closedLoop(clients, 1, 60, idleCalls);
+    const idle = summarize("idle (1 call at a time)", idlePhase);
+    await stack.quiesce();
+    const traced = await statsOf(stack);
+    const executorTrace = Object.entries(traced)
+      .filter(([name]) => name.startsWith("executor"))
+      .flatMap(([, s]) => s.trace);
+    const paths = idlePhase.timed
+      .map((call) => criticalPath(call, { orchestrator: traced.orchestrator?.trace ?? [], policy: traced.policy?.trace ?? [], executor: executorTrace }))
+      .filter((p): p is Step[] => p !== undefined);
+    const path = summarizePaths(paths, commandOwner(stack.name));
+
+    const cpuBefore = readCpu(cpuGroups);
+    const loaded = await closedLoop(clients, concurrency, Number(args.duration));
+    const saturated = summarize(`throughput (${concurrency} concurrent)`, loaded);
     // Calls answer before audit has stored their last events; sustained throughput counts until it has.
     const drainStarted = performance.now();
     await stack.quiesce();
     const drainSeconds = (performance.now() - drainStarted) / 1000;
+    const cpuAfter = readCpu(cpuGroups);
+    const afterLoad = await statsOf(stack);
     const sustained = loaded.calls / (loaded.seconds + drainSeconds);
     console.log(`  every consumer caught up ${drainSeconds.toFixed(1)} s later: sustained ${sustained.toFixed(0)} calls/s`);
+    const cpu = Object.fromEntries(Object.keys(cpuAfter).map((k) => [k, (cpuAfter[k]! - cpuBefore[k]!) / loaded.calls]));
+    const counters = countersPerCall(traced, afterLoad, loaded.calls);
+
     const rate = args.rate === "auto" ? Math.max(1, Math.round(saturated.rate / 2)) : Number(args.rate);
-    const paced = summarize(`paced at ${rate} calls/s`, await openLoop(stack, tool, sleepMs, rate, Math.min(10, Number(args.duration))));
+    const paced = summarize(`paced at ${rate} calls/s`, await openLoop(clients, rate, Math.min(10, Number(args.duration))));
+    await stack.quiesce();
+    // PostgreSQL publishes a backend's table counters at most once a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    const tablesAfter = await readTableStats(PG_URL, stack.name);
+    const tables = tablesBefore && tablesAfter ? tableDeltas(tablesBefore, tablesAfter) : undefined;
     const effects = await duplicateEffects(mongo.db(`${stack.name}_tools`));
-    console.log(`  effects recorded=${effects.total} keys with more than one effect=${effects.duplicates.length}`);
+    // bench_noop writes nothing: each executor counts its executions per key in memory.
+    const final = await statsOf(stack);
+    const executorCounters = Object.entries(final).filter(([name]) => name.startsWith("executor"));
+    const count = (name: string) => executorCounters.reduce((sum, [, s]) => sum + (s.counters[name] ?? 0), 0);
+    const executions = count(`tool.${tool}.executions`);
+    const repeated = count(`tool.${tool}.repeated_executions`);
+    console.log(
+      tool === "bench_noop"
+        ? `  executions counted=${executions} keys executed more than once=${repeated}`
+        : `  effects recorded=${effects.total} keys with more than one effect=${effects.duplicates.length}`,
+    );
     return {
       sustained,
       throughput: saturated.rate,
@@ -188,9 +314,15 @@ async function oneRun(index: number): Promise<RunFigures> {
       rate,
       rateP50: paced.p50,
       rateP99: paced.p99,
-      duplicates: effects.duplicates.length,
+      duplicates: effects.duplicates.length + repeated,
+      cpu,
+      counters: renameDatabases(counters, stack.name),
+      path: path && renamePath(path, stack.name),
+      tables: tables?.map((t) => ({ ...t, collection: t.collection.replace(`${stack.name}_`, "") })),
+      bare,
     };
   } finally {
+    await pool.close();
     await stack.stop();
     await mongo.db(`${stack.name}_runtime`).dropDatabase();
     await mongo.db(`${stack.name}_tools`).dropDatabase();
@@ -198,19 +330,126 @@ async function oneRun(index: number): Promise<RunFigures> {
   }
 }
 
+/** Counter names without the stack's random database prefix, so runs can be compared. */
+function renameDatabases(counters: Record<string, Record<string, number>>, stack: string): Record<string, Record<string, number>> {
+  return Object.fromEntries(
+    Object.entries(counters).map(([service, c]) => [service, Object.fromEntries(Object.entries(c).map(([k, v]) => [k.replaceAll(`${stack}_`, ""), v]))]),
+  );
+}
+
+function renamePath(path: PathSummary, stack: string): PathSummary {
+  return { ...path, steps: path.steps.map((s) => ({ ...s, commands: s.commands.map((c) => c.replaceAll(`${stack}_`, "")) })) };
+}
+
+/** The median of one number over the runs, for every key any run reported. */
+function medianOf(records: Record<string, number>[]): Record<string, number> {
+  const keys = [...new Set(records.flatMap((r) => Object.keys(r)))];
+  return Object.fromEntries(keys.map((k) => [k, median(records.map((r) => r[k] ?? 0))]));
+}
+
+const fmt = (n: number, digits = 2): string => n.toFixed(digits);
+
+function report(runs: RunFigures[]): void {
+  const duplicates = runs.reduce((sum, r) => sum + r.duplicates, 0);
+  const sustained = median(runs.map((r) => r.sustained));
+  console.log(`\nmedian of ${runs.length} runs (${args.executors} executor(s), ${args.tool}):`);
+  console.log(`  throughput           ${fmt(median(runs.map((r) => r.throughput)), 0)} calls/s answered`);
+  console.log(`  sustained            ${fmt(sustained, 0)} calls/s (until every event is audited)`);
+  console.log(`  idle latency         p50 ${fmt(median(runs.map((r) => r.idleP50)))} ms, p99 ${fmt(median(runs.map((r) => r.idleP99)))} ms`);
+  console.log(
+    `  paced (${runs.map((r) => r.rate).join("/")} calls/s) p50 ${fmt(median(runs.map((r) => r.rateP50)))} ms, p99 ${fmt(median(runs.map((r) => r.rateP99)))} ms`,
+  );
+  const bare = runs.map((r) => r.bare).filter((b): b is BarePipelineResult => b !== undefined);
+  if (bare.length === runs.length && bare.length > 0) {
+    const ratios = runs.map((r) => r.sustained / r.bare!.throughput.rate);
+    console.log(
+      `  bare pipeline        ${fmt(median(bare.map((b) => b.throughput.rate)), 0)} calls/s, idle p50 ${fmt(median(bare.map((b) => b.idle.p50)))} ms` +
+        ` p99 ${fmt(median(bare.map((b) => b.idle.p99)))} ms; CPU ${fmt(median(bare.map((b) => sumOf(b.cpuMsPerCall))))} ms per call`,
+    );
+    console.log(
+      `  ratio to bare        ${fmt(median(ratios))} × (sustained ÷ bare throughput, each run side by side: ${ratios.map((r) => fmt(r)).join(", ")})`,
+    );
+  }
+  console.log(`  duplicate executions ${duplicates}`);
+
+  const path = runs.map((r) => r.path).find((p) => p !== undefined);
+  if (path) {
+    console.log(`\nwhere an idle call's time goes (median over ${path.calls} calls of one run; µs):`);
+    for (const step of path.steps) {
+      const db = step.commands.length === 0 ? "" : `  db ${step.sequential} sequential: ${step.commands.join(", ")}`;
+      console.log(`  ${step.name.padEnd(36)} ${fmt(step.medianUs, 0).padStart(7)}${db}`);
+    }
+    const seq = median(runs.map((r) => r.path?.sequential.runtime.median ?? Number.NaN));
+    const seqMax = Math.max(...runs.map((r) => r.path?.sequential.runtime.max ?? Number.NaN));
+    const tool = median(runs.map((r) => r.path?.sequential.tool.median ?? Number.NaN));
+    console.log(`  sequential database round trips on the critical path: ${seq} (worst ${seqMax}); the tool's own: ${tool}`);
+  }
+
+  const cpu = medianOf(runs.map((r) => r.cpu));
+  const servers = Object.keys(SERVER_CPU_GROUPS);
+  const services = Object.keys(cpu).filter((k) => !servers.includes(k));
+  console.log(`\nCPU per call under load (ms, median of runs):`);
+  for (const k of [...services, ...servers]) console.log(`  ${k.padEnd(14)} ${fmt(cpu[k] ?? 0)}`);
+  const total = sumOf(cpu);
+  console.log(
+    `  ${"whole stack".padEnd(14)} ${fmt(total)}  (services ${fmt(services.reduce((s, k) => s + (cpu[k] ?? 0), 0))}, servers ${fmt(servers.reduce((s, k) => s + (cpu[k] ?? 0), 0))})`,
+  );
+
+  const perService = new Map<string, Record<string, number>>();
+  for (const service of new Set(runs.flatMap((r) => Object.keys(r.counters)))) perService.set(service, medianOf(runs.map((r) => r.counters[service] ?? {})));
+  let commands = 0;
+  let publishes = 0;
+  console.log(`\nper call under load (median of runs): database commands and JetStream publishes by service`);
+  for (const [service, counters] of perService) {
+    const db = Object.entries(counters).filter(([k]) => k.startsWith("db."));
+    const pub = Object.entries(counters).filter(([k]) => k.startsWith("bus.publish."));
+    const dbSum = db.reduce((s, [, v]) => s + v, 0);
+    const pubSum = pub.reduce((s, [, v]) => s + v, 0);
+    commands += dbSum;
+    publishes += pubSum;
+    console.log(`  ${service.padEnd(14)} db ${fmt(dbSum)}  publishes ${fmt(pubSum)}`);
+    for (const [k, v] of db.sort((a, b) => b[1] - a[1])) console.log(`      ${fmt(v, 3).padStart(6)}  ${k.slice(3)}`);
+    for (const [k, v] of pub.sort((a, b) => b[1] - a[1])) console.log(`      ${fmt(v, 3).padStart(6)}  publish ${k.slice("bus.publish.".length)}`);
+  }
+  console.log(`  all services   db ${fmt(commands)} commands, ${fmt(publishes)} publishes per call`);
+
+  const tables = runs.map((r) => r.tables).find((t) => t !== undefined);
+  if (tables) {
+    const calls = tables.find((t) => t.collection.endsWith("idempotency_keys"))?.inserted ?? 1;
+    console.log(`\nPostgreSQL during one run (idle, load and paced phases; ${calls} keys claimed): per table`);
+    for (const t of tables.sort((a, b) => b.seqRowsRead - a.seqRowsRead || b.inserted - a.inserted)) {
+      console.log(
+        `  ${t.collection.padEnd(36)} rows ${String(t.rows).padStart(7)}  inserted ${String(t.inserted).padStart(7)}  updated ${String(t.updated).padStart(5)}` +
+          `  index scans ${String(t.indexScans).padStart(6)}  seq scans ${String(t.seqScans).padStart(4)} reading ${t.seqRowsRead} rows`,
+      );
+    }
+  } else console.log(`\nPostgreSQL table counters: not available (psql could not reach ${PG_URL.replace(/\/\/[^@]*@/, "//")})`);
+
+  if (path) {
+    // A MongoDB round trip is cheaper than FerretDB's (which relays each command to PostgreSQL in a transaction);
+    // only the sequential ones on the critical path move the idle latency.
+    const rtt = Number(args["mongo-rtt-ms"]);
+    const idleP50 = median(runs.map((r) => r.idleP50));
+    const dbSteps = path.steps.filter((s) => s.commands.length > 0);
+    console.log(
+      `\nprojection to MongoDB: ${commands.toFixed(1)} commands per call under load (batched inserts, no reads on the path);` +
+        ` the critical path waits for ${path.sequential.runtime.median} sequential round trips (+${path.sequential.tool.median} by the tool).` +
+        ` With a ${rtt} ms journaled round trip instead of FerretDB's, idle p50 ≈ ${fmt(idleP50)} ms − the FerretDB time of those steps` +
+        ` (${dbSteps.map((s) => s.name.split(":")[0]).join(", ")}) + ${fmt((path.sequential.runtime.median + path.sequential.tool.median) * rtt)} ms.`,
+    );
+  }
+  if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs }, null, 2));
+  if (duplicates > 0) process.exit(1);
+}
+
+function sumOf(record: Record<string, number>): number {
+  return Object.values(record).reduce((s, v) => s + v, 0);
+}
+
 async function main(): Promise<void> {
   const runs = [];
   for (let i = 0; i < Number(args.runs); i++) runs.push(await oneRun(i));
-  const duplicates = runs.reduce((sum, r) => sum + r.duplicates, 0);
-  console.log(`\nmedian of ${runs.length} runs (${args.executors} executor(s), ${args.tool}):`);
-  console.log(`  throughput           ${median(runs.map((r) => r.throughput)).toFixed(0)} calls/s answered`);
-  console.log(`  sustained            ${median(runs.map((r) => r.sustained)).toFixed(0)} calls/s (until every event is audited)`);
-  console.log(`  idle latency         p50 ${median(runs.map((r) => r.idleP50)).toFixed(2)} ms, p99 ${median(runs.map((r) => r.idleP99)).toFixed(2)} ms`);
-  console.log(
-    `  paced (${runs.map((r) => r.rate).join("/")} calls/s) p50 ${median(runs.map((r) => r.rateP50)).toFixed(2)} ms, p99 ${median(runs.map((r) => r.rateP99)).toFixed(2)} ms`,
-  );
-  console.log(`  duplicate executions ${duplicates}`);
-  if (duplicates > 0) process.exit(1);
+  report(runs);
 }
 
 main().catch((error: unknown) => {

@@ -35,6 +35,11 @@ export const baseEnvShape = {
     .regex(/^[A-Za-z0-9_.-]{1,64}$/)
     .default(`${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.-]/g, "_")),
   TRACES_EXPORTER: z.enum(["none", "console"]).default("none"),
+  /**
+   * Spans (database commands, messages handled, publishes) kept for a benchmark to read with SIGUSR2; 0 keeps
+   * none. Counters are always kept.
+   */
+  STATS_TRACE_CAPACITY: int(0, 1_000_000).default(0),
 };
 
 export const BaseEnvSchema = z.object(baseEnvShape);

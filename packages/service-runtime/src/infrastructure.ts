@@ -1,7 +1,7 @@
 import { NatsEventBus } from "@toolgate/bus";
 import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
-import type { Logger } from "@toolgate/telemetry";
+import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
 import type { Db, MongoClient } from "mongodb";
 import type { BaseConfig } from "./config.js";
 
@@ -15,8 +15,13 @@ export interface Infrastructure {
   close(): Promise<void>;
 }
 
-/** Connects to NATS (creating the event stream if needed) and MongoDB. Throws if either is unreachable. */
-export async function connectInfrastructure(service: string, config: BaseConfig, logger: Logger): Promise<Infrastructure> {
+/**
+ * Connects to NATS (creating the event stream if needed) and MongoDB, both counted in `stats` (database
+ * commands by command, database and collection; publishes and deliveries by event type). Throws if either is
+ * unreachable.
+ */
+export async function connectInfrastructure(service: string, config: BaseConfig, context: { logger: Logger; stats: RuntimeStats }): Promise<Infrastructure> {
+  const { logger, stats } = context;
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
   const bus = await NatsEventBus.connect({
     servers: config.NATS_URL,
@@ -25,14 +30,16 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     maxEventBytes: config.MAX_EVENT_BYTES,
     stream: { replicas: config.STREAM_REPLICAS, maxAgeMs: config.STREAM_MAX_AGE_MS, duplicateWindowMs: config.STREAM_DUPLICATE_WINDOW_MS },
     logger,
+    stats,
   });
   let mongo: MongoClient;
   try {
-    mongo = await connectMongo({ url: config.MONGO_URL, appName: `toolgate-${service}`, maxPoolSize: config.MONGO_MAX_POOL });
+    mongo = await connectMongo({ url: config.MONGO_URL, appName: `toolgate-${service}`, maxPoolSize: config.MONGO_MAX_POOL, monitorCommands: true });
   } catch (error) {
     await bus.close();
     throw error;
   }
+  countCommands(mongo, stats);
   return {
     bus,
     subjects,
@@ -43,4 +50,26 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
       await mongo.close();
     },
   };
+}
+
+/** Counts every command the driver sends (`db.<command>.<database>.<collection>`) and, when tracing, its span. */
+function countCommands(mongo: MongoClient, stats: RuntimeStats): void {
+  const started = new Map<number, { name: string; at: number }>();
+  mongo.on("commandStarted", (event) => {
+    const target: unknown = (event.command as Record<string, unknown>)[event.commandName];
+    const name = `db.${event.commandName}.${event.databaseName}${typeof target === "string" ? `.${target}` : ""}`;
+    stats.add(name);
+    if (stats.tracing) started.set(event.requestId, { name, at: epochMicros() });
+  });
+  const ended = (event: { requestId: number }): void => {
+    const start = started.get(event.requestId);
+    if (!start) return;
+    started.delete(event.requestId);
+    stats.record("db", start.name, start.at, epochMicros());
+  };
+  mongo.on("commandSucceeded", ended);
+  mongo.on("commandFailed", (event) => {
+    stats.add(`db.failed.${event.commandName}`);
+    ended(event);
+  });
 }

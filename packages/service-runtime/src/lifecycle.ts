@@ -1,4 +1,4 @@
-import { createLogger, initTracing, type Logger, type Tracing } from "@toolgate/telemetry";
+import { createLogger, initTracing, RuntimeStats, type Logger, type Tracing } from "@toolgate/telemetry";
 import type { BaseConfig } from "./config.js";
 
 /** A started service: how to stop it and what it serves. */
@@ -12,6 +12,8 @@ export interface RunningService {
 export interface ServiceContext {
   logger: Logger;
   tracing: Tracing;
+  /** Counters (and, if configured, spans) of this process, logged as one `stats` line on SIGUSR2. */
+  stats: RuntimeStats;
 }
 
 export interface RunServiceOptions {
@@ -23,20 +25,21 @@ export interface RunServiceOptions {
 }
 
 /**
- * Runs one service process: logging, tracing, start-up, the `ready` log line (with the HTTP port), and a
- * graceful stop on SIGTERM/SIGINT. A failure to start exits with code 1; an unexpected rejection is logged,
+ * Runs one service process: logging, tracing, start-up, the `ready` log line (with the HTTP port), a `stats`
+ * line on SIGUSR2, and a graceful stop on SIGTERM/SIGINT. A failure to start exits with code 1; an unexpected rejection is logged,
  * never fatal, so that no single bad message can take a service down.
  */
 export async function runService(options: RunServiceOptions): Promise<void> {
   const logger = createLogger({ service: options.name, level: options.config.LOG_LEVEL, instance: options.config.INSTANCE_ID });
   const tracing = initTracing({ service: options.name, exporter: options.config.TRACES_EXPORTER });
+  const stats = new RuntimeStats({ traceCapacity: options.config.STATS_TRACE_CAPACITY });
   process.on("unhandledRejection", (reason) => logger.error({ err: reason }, "unhandled rejection"));
   // Start, ready and stop are always logged (unless silenced): supervisors and tests wait for `ready`.
   const lifecycle = options.config.LOG_LEVEL === "silent" ? logger : logger.child({}, { level: "info" });
 
   let running: RunningService;
   try {
-    running = await options.start({ logger, tracing });
+    running = await options.start({ logger, tracing, stats });
   } catch (error) {
     logger.fatal({ err: error }, "start-up failed");
     await tracing.shutdown().catch(() => undefined);
@@ -66,6 +69,8 @@ export async function runService(options: RunServiceOptions): Promise<void> {
       process.exit(1);
     }
   };
+  // An operator's (or a benchmark's) look at the counters; the spans recorded since the last look are handed over.
+  process.on("SIGUSR2", () => lifecycle.info({ stats: stats.snapshot(), cpu: process.cpuUsage() }, "stats"));
   process.on("SIGTERM", (s) => void stop(s));
   process.on("SIGINT", (s) => void stop(s));
   lifecycle.info(running.httpPort === undefined ? {} : { http_port: running.httpPort }, "ready");

@@ -6,6 +6,8 @@ export interface MongoConnectionOptions {
   appName: string;
   /** Operations in flight at once from this process; excess operations queue in the driver. */
   maxPoolSize: number;
+  /** Emit the driver's command events (for counting what a service sends). */
+  monitorCommands?: boolean;
 }
 
 /**
@@ -19,6 +21,7 @@ export async function connectMongo(options: MongoConnectionOptions): Promise<Mon
     writeConcern: { w: 1, journal: true },
     retryWrites: false,
     serverSelectionTimeoutMS: 10_000,
+    monitorCommands: options.monitorCommands ?? false,
   });
   await client.connect();
   return client;

@@ -12,11 +12,21 @@ export type ServiceName = "orchestrator" | "policy" | "executor" | "audit";
 /** One parsed JSON log line of a service. */
 export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
 
+/** What a service reports about itself on SIGUSR2 (see `RuntimeStats` in the telemetry package). */
+export interface ServiceStats {
+  counters: Record<string, number>;
+  /** `[kind, name, startUs, endUs]`: database commands (`db`), messages handled (`in`), publishes (`out`). */
+  trace: ["db" | "in" | "out", string, number, number][];
+  /** The process's CPU time so far, in microseconds. */
+  cpu: { user: number; system: number };
+}
+
 /** A service started as its own OS process from its built entry point. */
 export class ServiceProcess {
   readonly name: string;
   readonly #child: ChildProcess;
   readonly #lines: LogLine[] = [];
+  readonly #listeners = new Set<(line: LogLine) => void>();
   readonly #exited: Promise<number | null>;
   #ready: LogLine | undefined;
   #exitCode: number | null | undefined;
@@ -41,6 +51,7 @@ export class ServiceProcess {
       }
       this.#lines.push(parsed);
       if (this.#lines.length > 5_000) this.#lines.shift();
+      for (const listener of this.#listeners) listener(parsed);
     });
     createInterface({ input: child.stderr! }).on("line", (line) => {
       file?.write(`${line}\n`);
@@ -117,6 +128,29 @@ export class ServiceProcess {
       .slice(-n)
       .map((l) => JSON.stringify(l))
       .join("\n");
+  }
+
+  /**
+   * The service's counters, the spans it recorded since the last call (see `STATS_TRACE_CAPACITY`) and its CPU
+   * time in microseconds, from the `stats` line it logs on SIGUSR2. Rejects if none arrives within `timeoutMs`.
+   */
+  async stats(timeoutMs = 10_000): Promise<ServiceStats> {
+    if (this.#exitCode !== undefined) throw new Error(`${this.name} has exited`);
+    let listener: ((line: LogLine) => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await new Promise<ServiceStats>((resolve, reject) => {
+        listener = (line) => {
+          if (line.msg === "stats") resolve({ ...(line.stats as Omit<ServiceStats, "cpu">), cpu: line.cpu as ServiceStats["cpu"] });
+        };
+        this.#listeners.add(listener);
+        timer = setTimeout(() => reject(new Error(`${this.name} logged no stats within ${timeoutMs} ms`)), timeoutMs);
+        this.#child.kill("SIGUSR2");
+      });
+    } finally {
+      clearTimeout(timer);
+      if (listener) this.#listeners.delete(listener);
+    }
   }
 
   /** Sends a signal without waiting (SIGKILL to crash, SIGSTOP/SIGCONT to pause). */

@@ -50,12 +50,39 @@ const sleepContract: ToolContractInput = {
 /** Contracts of the benchmark tools. */
 export const benchContracts: ToolContractInput[] = [noopContract, sleepContract];
 
-/** The benchmark tools; with a ledger, every execution records one effect. */
-export function benchTools(ledger: EffectLedger | undefined): ToolDefinition[] {
+/** Where a tool without side effects reports each execution: `repeated` when its key had run before. */
+export type ExecutionReport = (tool: string, repeated: boolean) => void;
+
+/**
+ * Executions per idempotency key, in memory: how a tool that must not write anything (a no-op) still lets a
+ * benchmark prove that no key ran twice. Bounded: past `capacity` keys the oldest are forgotten.
+ */
+export class ExecutionCounter {
+  readonly #seen = new Set<string>();
+  constructor(
+    private readonly report: ExecutionReport,
+    private readonly capacity = 1_000_000,
+  ) {}
+
+  record(tool: string, key: string): void {
+    const repeated = this.#seen.has(key);
+    if (!repeated) {
+      if (this.#seen.size >= this.capacity) this.#seen.delete(this.#seen.values().next().value!);
+      this.#seen.add(key);
+    }
+    this.report(tool, repeated);
+  }
+}
+
+/**
+ * The benchmark tools. `bench_noop` does nothing, so it writes nothing: its executions are counted in memory.
+ * `bench_sleep` stands for a real side effect: with a ledger, every execution records one effect.
+ */
+export function benchTools(ledger: EffectLedger | undefined, executions?: ExecutionCounter): ToolDefinition[] {
   return [
-    defineTool(noopContract, async (args, ctx) => {
-      await ledger?.record("bench_noop", ctx.idempotencyKey, ctx.callId);
-      return { ok: true, data: { n: args.n ?? 0 } };
+    defineTool(noopContract, (args, ctx) => {
+      executions?.record("bench_noop", ctx.idempotencyKey);
+      return Promise.resolve({ ok: true, data: { n: args.n ?? 0 } });
     }),
     defineTool(sleepContract, async (args, ctx) => {
       const ms = typeof args.ms === "number" ? args.ms : 0;

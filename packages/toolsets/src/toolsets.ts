@@ -2,7 +2,7 @@ import type { ToolContractInput, ToolDefinition } from "@toolgate/registry";
 import { MongoEvidenceStore, researchContracts, researchTools, type ResearchFaults } from "@toolgate/research-tools";
 import type { Db } from "mongodb";
 import { z } from "zod";
-import { benchContracts, benchTools } from "./bench-tools.js";
+import { benchContracts, benchTools, ExecutionCounter, type ExecutionReport } from "./bench-tools.js";
 import { chaosContracts, chaosTools } from "./chaos-tools.js";
 import { EffectLedger } from "./effect-ledger.js";
 import { mcpExampleContracts } from "./mcp-example-tools.js";
@@ -37,6 +37,8 @@ export interface ToolsetDependencies {
   faults?: ResearchFaults;
   /** The executor's operation tracking, for the `operations` tool set. */
   operations?: OperationControl;
+  /** Told of every execution of a tool that counts its executions instead of writing (`bench_noop`). */
+  executions?: ExecutionReport;
 }
 
 /**
@@ -55,7 +57,7 @@ export async function toolsetDefinitions(names: readonly ToolsetName[], deps: To
         break;
       }
       case "bench":
-        definitions.push(...benchTools(new EffectLedger(deps.db, deps.executorId)));
+        definitions.push(...benchTools(new EffectLedger(deps.db, deps.executorId), deps.executions ? new ExecutionCounter(deps.executions) : undefined));
         break;
       case "operations":
         if (!deps.operations) throw new TypeError("the operations tool set needs the executor's operation control");

@@ -11,8 +11,8 @@ const config = loadConfig(process.env);
 await runService({
   name: "audit",
   config,
-  async start({ logger }) {
-    const infra = await connectInfrastructure("audit", config, logger);
+  async start({ logger, stats }) {
+    const infra = await connectInfrastructure("audit", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       seed: toolsetContracts(config.TOOLGATE_TOOLSETS),

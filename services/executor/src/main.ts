@@ -36,12 +36,12 @@ function checkKeyTemplates(registry: ToolRegistry): void {
 await runService({
   name: "executor",
   config,
-  async start({ logger }) {
+  async start({ logger, stats }) {
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
     checkKeyTemplates(registry);
     const contracts = registry.list().map((t) => t.contract);
-    const infra = await connectInfrastructure("executor", config, logger);
+    const infra = await connectInfrastructure("executor", config, { logger, stats });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
     const shutdown = new AbortController();
     const evidence = infra.db.collection<EvidenceRecord>("execution_evidence");
@@ -63,6 +63,10 @@ await runService({
       db: infra.mongo.db(config.TOOLS_MONGO_DB),
       executorId: config.INSTANCE_ID,
       operations: control,
+      executions: (tool, repeated) => {
+        stats.add(`tool.${tool}.executions`);
+        if (repeated) stats.add(`tool.${tool}.repeated_executions`);
+      },
       ...(config.EXECUTOR_FAULTS ? { faults: config.EXECUTOR_FAULTS } : {}),
     });
     const http = contracts.some((c) => c.transport.kind === "http")

@@ -51,8 +51,8 @@ const defaultBudgets: Budgets = {
 await runService({
   name: "orchestrator",
   config,
-  async start({ logger }) {
-    const infra = await connectInfrastructure("orchestrator", config, logger);
+  async start({ logger, stats }) {
+    const infra = await connectInfrastructure("orchestrator", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       seed: toolsetContracts(config.TOOLGATE_TOOLSETS),

@@ -17,7 +17,7 @@ const config = loadConfig(process.env);
 await runService({
   name: "policy",
   config,
-  async start({ logger }) {
+  async start({ logger, stats }) {
     const signer = decisionSigner(config.POLICY_SIGNING_KEY);
     let fingerprint = policyDirFingerprint(config.POLICY_DIR);
     // A policy set that does not load stops the start: no decision is ever made without one.
@@ -38,7 +38,7 @@ await runService({
     }, config.POLICY_RELOAD_MS);
     reloader.unref();
 
-    const infra = await connectInfrastructure("policy", config, logger);
+    const infra = await connectInfrastructure("policy", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       seed: toolsetContracts(config.TOOLGATE_TOOLSETS),

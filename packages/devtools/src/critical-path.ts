@@ -1,0 +1,102 @@
+import type { ServiceStats } from "@toolgate/testkit";
+
+type TraceEntry = ServiceStats["trace"][number];
+
+/** One call as the client saw it: when it sent the request and when the answer arrived (µs since the epoch). */
+export interface ClientCall {
+  callId: string;
+  startUs: number;
+  endUs: number;
+}
+
+/** One step of a call's critical path: work in one service, or a hop over the bus. */
+export interface Step {
+  /** `orchestrator: request → proposed`, `bus: proposed → policy`, … */
+  name: string;
+  durationUs: number;
+  /** Database commands that ran entirely inside this step, in start order (a service step only). */
+  commands: { name: string; startUs: number; endUs: number }[];
+}
+
+/** Which database commands are the tool's own (the benchmark tools' effect ledger), not the runtime's. */
+export type CommandOwner = (command: string) => "runtime" | "tool";
+
+/**
+ * The critical path of one successful call from the client's request to its answer, rebuilt from the spans
+ * the services recorded (deliveries, publishes and database commands, on one machine's wall clock):
+ * orchestrator → proposed → policy → authorized → executor → completed → orchestrator → answer. Undefined when
+ * a span is missing (the call failed, or a trace overflowed).
+ */
+export function criticalPath(call: ClientCall, traces: { orchestrator: TraceEntry[]; policy: TraceEntry[]; executor: TraceEntry[] }): Step[] | undefined {
+  const find = (trace: TraceEntry[], kind: "in" | "out", type: string): TraceEntry | undefined => {
+    const prefix = `${call.callId}:${type}:`;
+    return trace.find((e) => e[0] === kind && e[1].startsWith(prefix));
+  };
+  const proposedOut = find(traces.orchestrator, "out", "proposed");
+  const proposedIn = find(traces.policy, "in", "proposed");
+  const authorizedOut = find(traces.policy, "out", "authorized");
+  const authorizedIn = find(traces.executor, "in", "authorized");
+  const completedOut = find(traces.executor, "out", "completed");
+  const completedIn = find(traces.orchestrator, "in", "completed");
+  if (!proposedOut || !proposedIn || !authorizedOut || !authorizedIn || !completedOut || !completedIn) return undefined;
+  const work = (name: string, trace: TraceEntry[], from: number, to: number): Step => {
+    const inside = trace.filter((e) => e[0] === "db" && e[2] >= from && e[3] <= to).sort((a, b) => a[2] - b[2]);
+    return { name, durationUs: to - from, commands: inside.map((e) => ({ name: e[1], startUs: e[2], endUs: e[3] })) };
+  };
+  const hop = (name: string, from: number, to: number): Step => ({ name, durationUs: to - from, commands: [] });
+  return [
+    work("orchestrator: request → proposed", traces.orchestrator, call.startUs, proposedOut[2]),
+    hop("bus: proposed → policy", proposedOut[2], proposedIn[2]),
+    work("policy: proposed → authorized", traces.policy, proposedIn[2], authorizedOut[2]),
+    hop("bus: authorized → executor", authorizedOut[2], authorizedIn[2]),
+    work("executor: authorized → completed", traces.executor, authorizedIn[2], completedOut[2]),
+    hop("bus: completed → orchestrator", completedOut[2], completedIn[2]),
+    work("orchestrator: completed → answer", traces.orchestrator, completedIn[2], call.endUs),
+  ];
+}
+
+/** How many times the commands had to be waited for one after another: overlapping commands count once. */
+export function roundTrips(commands: readonly { startUs: number; endUs: number }[]): number {
+  let groups = 0;
+  let end = -Infinity;
+  for (const c of [...commands].sort((a, b) => a.startUs - b.startUs)) {
+    if (c.startUs >= end) groups += 1;
+    end = Math.max(end, c.endUs);
+  }
+  return groups;
+}
+
+/** The median critical path of many calls: per step the median duration and the most common commands. */
+export interface PathSummary {
+  calls: number;
+  steps: { name: string; medianUs: number; commands: string[]; sequential: number }[];
+  /** Median and worst number of sequential database round trips per call, the runtime's and the tool's own apart. */
+  sequential: Record<"runtime" | "tool", { median: number; max: number }>;
+}
+
+export function summarizePaths(paths: readonly Step[][], owner: CommandOwner): PathSummary | undefined {
+  const first = paths[0];
+  if (!first) return undefined;
+  const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const steps = first.map((step, i) => {
+    const all = paths.map((p) => p[i]!);
+    // The most frequent command list stands for the step (calls differ only when a batch happened to form).
+    const lists = new Map<string, number>();
+    for (const s of all) {
+      const key = s.commands.map((c) => c.name).join(" ");
+      lists.set(key, (lists.get(key) ?? 0) + 1);
+    }
+    const common = [...lists].sort((a, b) => b[1] - a[1])[0]![0];
+    return {
+      name: step.name,
+      medianUs: median(all.map((s) => s.durationUs)),
+      commands: common === "" ? [] : common.split(" "),
+      sequential: median(all.map((s) => roundTrips(s.commands))),
+    };
+  });
+  const perCall = (who: "runtime" | "tool"): { median: number; max: number } => {
+    const counts = paths.map((p) => p.reduce((sum, s) => sum + roundTrips(s.commands.filter((c) => owner(c.name) === who)), 0));
+    return { median: median(counts), max: Math.max(...counts) };
+  };
+  return { calls: paths.length, steps, sequential: { runtime: perCall("runtime"), tool: perCall("tool") } };
+}

@@ -1,0 +1,56 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on every Linux this runs on). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system) of one process in milliseconds, or undefined once it has exited. */
+export function processCpuMs(pid: number): number | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) may contain spaces and parentheses: fields are counted after its closing one.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / TICKS_PER_SECOND;
+}
+
+/** Pids of the processes whose command line matches `pattern` (e.g. every PostgreSQL backend). */
+export function pidsMatching(pattern: RegExp): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replace(/\0/g, " ");
+    } catch {
+      continue;
+    }
+    if (pattern.test(cmdline)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/**
+ * A named set of processes whose CPU is summed: a fixed pid (a service) or every process matching a pattern,
+ * looked up at each reading (PostgreSQL forks a backend per connection).
+ */
+export type CpuGroup = { pids: readonly number[] } | { pattern: RegExp };
+
+/** CPU milliseconds of every group now; read twice and subtract to get what a phase cost. */
+export function readCpu(groups: Record<string, CpuGroup>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, group] of Object.entries(groups)) {
+    const pids = "pids" in group ? group.pids : pidsMatching(group.pattern);
+    out[name] = pids.reduce((sum, pid) => sum + (processCpuMs(pid) ?? 0), 0);
+  }
+  return out;
+}
+
+/** The processes of the dev stack's servers: the NATS server, FerretDB and PostgreSQL (all its backends). */
+export const SERVER_CPU_GROUPS: Record<string, CpuGroup> = {
+  nats: { pattern: /(^|\/)nats-server( |$)/ },
+  ferretdb: { pattern: /(^|\/)ferretdb( |$)/ },
+  postgres: { pattern: /^postgres(:| )/ },
+};
