@@ -1,7 +1,22 @@
-import { monotonicFactory } from "ulid";
+import { randomFillSync } from "node:crypto";
+import { decodeTime, monotonicFactory } from "ulid";
 import { z } from "zod";
 
-const ulid = monotonicFactory();
+const pool = new Uint32Array(256);
+let next = pool.length;
+/**
+ * Cryptographic randomness for ULIDs, drawn from a refilled pool: the library's own source asks the CSPRNG
+ * for one byte per character, sixteen calls per id, on every hop that mints one.
+ */
+function pooledRandom(): number {
+  if (next >= pool.length) {
+    randomFillSync(pool);
+    next = 0;
+  }
+  return pool[next++]! / 0x1_0000_0000;
+}
+
+const ulid = monotonicFactory(pooledRandom);
 
 /** A subject-safe token: only characters that can never change NATS routing. */
 const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
@@ -27,4 +42,15 @@ export function newCallId(): CallId {
 /** Creates a new run id; sortable by creation time. */
 export function newRunId(): RunId {
   return `run_${ulid()}`;
+}
+
+/** When a call or run id was minted (epoch ms, from its ULID), or undefined for anything else. */
+export function idTime(id: string): number | undefined {
+  const match = /^(?:call|run)_([0-9A-HJKMNP-TV-Z]{26})$/.exec(id);
+  if (!match) return undefined;
+  try {
+    return decodeTime(match[1]!);
+  } catch {
+    return undefined;
+  }
 }

@@ -1,6 +1,6 @@
-import { eventId, newCallId, newRunId, success, type CallEventType, type ToolgateEvent } from "@toolgate/contracts";
-import { testDatabase, uniqueName } from "@toolgate/testkit";
-import type { Db } from "mongodb";
+import { eventId, newCallId, newRunId, sha256, success, type CallEventType, type ToolgateEvent } from "@toolgate/contracts";
+import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MongoAuditStore, recordHash } from "./audit-store.js";
 
@@ -85,6 +85,50 @@ function runStarted(runId: string): ToolgateEvent {
 
 const chainOf = (e: ToolgateEvent): string => (e.kind === "call" ? e.call_id : e.run_id);
 
+/** A record as a ledger block stores it (the store's own type is not exported: tests edit the raw data). */
+interface StoredRecord {
+  id: string;
+  chain_id: string;
+  idx: number;
+  prev_hash: string | null;
+  hash: string;
+  stream_seq: number;
+  event_json: string;
+}
+interface StoredBlock {
+  _id: string;
+  n: number;
+  prev_hash: string | null;
+  hash: string;
+  chain_id: string[];
+  run_id: string[];
+  records_json: string;
+}
+
+/**
+ * Edits, directly in the database, the stored record of event `eventId` (as an attacker with write access
+ * would); with `rehash` the block's own hash is recomputed too, so only the next block's link can tell.
+ */
+async function tamper(
+  collection: string,
+  eventId: string,
+  edit: (records: StoredRecord[], index: number) => void,
+  options: { rehash?: boolean } = {},
+): Promise<void> {
+  const raw = db.collection<StoredBlock>(collection);
+  const block = (await raw.find({}).toArray()).find((b) => (JSON.parse(b.records_json) as StoredRecord[]).some((r) => r.id === eventId))!;
+  const records = JSON.parse(block.records_json) as StoredRecord[];
+  edit(
+    records,
+    records.findIndex((r) => r.id === eventId),
+  );
+  const records_json = JSON.stringify(records);
+  const rehashed = options.rehash
+    ? sha256(`${block.prev_hash ?? ""}\n${block.n}\n${block.chain_id.join(",")}\n${block.run_id.join(",")}\n${records_json}`)
+    : block.hash;
+  await raw.updateOne({ _id: block._id }, { $set: { records_json, hash: rehashed } });
+}
+
 describe("MongoAuditStore", () => {
   it("stores an event once; a redelivery is a duplicate", async () => {
     const { store } = await freshStore();
@@ -94,7 +138,16 @@ describe("MongoAuditStore", () => {
     expect(await store.append(proposed!, 9)).toBe("duplicate");
     const chain = await store.chain(chainOf(proposed!));
     expect(chain).toHaveLength(1);
-    expect(chain[0]).toMatchObject({ _id: proposed!.id, chain_id: chainOf(proposed!), idx: 1, prev_hash: null, stream_seq: 7, kind: "call", type: "proposed" });
+    expect(chain[0]).toMatchObject({
+      _id: proposed!.id,
+      chain_id: chainOf(proposed!),
+      idx: 1,
+      prev_hash: null,
+      stream_seq: 7,
+      kind: "call",
+      type: "proposed",
+      block: 1,
+    });
     expect(chain[0]?.event).toEqual(proposed);
   });
 
@@ -136,37 +189,67 @@ describe("MongoAuditStore", () => {
     const events = lifecycle();
     for (const [i, e] of events.entries()) await store.append(e, i + 1);
     const chainId = chainOf(events[0]!);
-    const raw = db.collection<Record<string, unknown> & { _id: string }>(collection);
-    const target = events[2]!.id;
-    const before = await raw.findOne({ _id: target });
-    // Whatever field holds the event, flip the duration inside it: 12.5 ms becomes 1 ms.
-    const tampered = JSON.parse(
-      JSON.stringify(before).replace('"duration_ms":12.5', '"duration_ms":1').replace('\\"duration_ms\\":12.5', '\\"duration_ms\\":1'),
-    ) as typeof before;
-    expect(tampered).not.toEqual(JSON.parse(JSON.stringify(before)));
-    const { _id: _ignored, ...fields } = tampered!;
-    await raw.replaceOne({ _id: target }, { ...fields, stored_at: before!.stored_at });
+    // Flip the duration inside the stored event: 12.5 ms becomes 1 ms.
+    await tamper(collection, events[2]!.id, (records, i) => {
+      records[i]!.event_json = records[i]!.event_json.replace('"duration_ms":12.5', '"duration_ms":1');
+    });
     expect(await store.verify(chainId)).toMatchObject({ ok: false, length: 4, brokenAt: 3 });
   });
 
   it("fails verification when a record's own hash, its link or its metadata is rewritten, or a record is removed", async () => {
     const { store, collection } = await freshStore();
-    const raw = db.collection<{ _id: string; [k: string]: unknown }>(collection);
-    const cases: [string, (ids: string[]) => Promise<unknown>, number][] = [
-      ["rewritten hash", (ids) => raw.updateOne({ _id: ids[1]! }, { $set: { hash: hash("f") } }), 2],
-      ["rewritten link", (ids) => raw.updateOne({ _id: ids[2]! }, { $set: { prev_hash: hash("e") } }), 3],
-      ["relabelled type", (ids) => raw.updateOne({ _id: ids[2]! }, { $set: { type: "outcome_unknown" } }), 3],
-      ["removed record", (ids) => raw.deleteOne({ _id: ids[1]! }), 2],
+    const cases: [string, (records: StoredRecord[], i: number) => void, number, number][] = [
+      ["rewritten hash", (records, i) => void (records[i]!.hash = hash("f")), 1, 2],
+      ["rewritten link", (records, i) => void (records[i]!.prev_hash = hash("e")), 2, 3],
+      ["relabelled event id", (records, i) => void (records[i]!.id = `${records[i]!.id}x`), 2, 3],
+      ["removed record", (records, i) => void records.splice(i, 1), 1, 2],
     ];
-    for (const [name, tamper, brokenAt] of cases) {
+    for (const [name, edit, target, brokenAt] of cases) {
       const events = lifecycle();
       for (const [i, e] of events.entries()) await store.append(e, i + 1);
       const chainId = chainOf(events[0]!);
       expect(await store.verify(chainId)).toMatchObject({ ok: true });
-      await tamper(events.map((e) => e.id));
+      await tamper(collection, events[target]!.id, edit);
       const verdict = await store.verify(chainId);
       expect({ name, verdict }).toMatchObject({ name, verdict: { ok: false, brokenAt } });
     }
+  });
+
+  it("catches a block rewritten with every hash recomputed, by the next block's link and in the whole ledger", async () => {
+    const { store, collection } = await freshStore();
+    const events = lifecycle();
+    for (const [i, e] of events.entries()) await store.append(e, i + 1);
+    const chainId = chainOf(events[0]!);
+    expect(await store.verifyLedger()).toMatchObject({ ok: true, blocks: 4 });
+    // A forger who knows the format rewrites the third event and makes its record and its block consistent again.
+    await tamper(
+      collection,
+      events[2]!.id,
+      (records, i) => {
+        const r = records[i]!;
+        r.event_json = r.event_json.replace('"duration_ms":12.5', '"duration_ms":1');
+        r.hash = recordHash(r.prev_hash, chainId, r.idx, JSON.parse(r.event_json) as ToolgateEvent);
+      },
+      { rehash: true },
+    );
+    // Its own chain now breaks at the next record's link, and the ledger at the next block.
+    expect(await store.verify(chainId)).toMatchObject({ ok: false, brokenAt: 4 });
+    expect(await store.verifyLedger()).toMatchObject({ ok: false, brokenAt: 4 });
+  });
+
+  it("stores concurrent appends as few blocks, each event once, in one linked ledger", async () => {
+    const { store, collection } = await freshStore();
+    const runId = newRunId();
+    const calls = Array.from({ length: 40 }, () => lifecycle(newCallId(), runId));
+    const all = calls.flat();
+    const outcomes = await Promise.all(all.map((e, i) => store.append(e, i + 1)));
+    expect(outcomes.every((o) => o === "stored")).toBe(true);
+    const blocks = await db.collection<StoredBlock>(collection).find({}).toArray();
+    const ids = blocks.flatMap((b) => (JSON.parse(b.records_json) as StoredRecord[]).map((r) => r.id));
+    expect(ids.sort()).toEqual(all.map((e) => e.id).sort());
+    // Batched: what arrives while an insert is in flight shares the next block.
+    expect(blocks.length).toBeLessThan(all.length / 4);
+    expect(await store.verifyLedger()).toMatchObject({ ok: true, blocks: blocks.length });
   });
 
   it("builds correct chains from many concurrent appends over several calls", async () => {
@@ -203,6 +286,34 @@ describe("MongoAuditStore", () => {
       expect(chain.map((r) => r.idx)).toEqual([1, 2, 3, 4]);
       expect(new Set(chain.map((r) => r.type))).toEqual(new Set(CALL_LIFECYCLE));
       expect(await store.verify(callId)).toMatchObject({ ok: true, length: 4 });
+    }
+    // One ledger: the writers took turns at the head, never two blocks with one number or a fork.
+    expect(await replica.verifyLedger()).toMatchObject({ ok: true });
+  });
+
+  it("reads nothing back for chains that start after the ledger's head, in one block or across blocks", async () => {
+    const collection = uniqueName("audit_");
+    const monitored = new MongoClient(testInfra().mongoUrl, { monitorCommands: true });
+    await monitored.connect();
+    try {
+      const finds: unknown[] = [];
+      monitored.on("commandStarted", (e) => {
+        if (e.commandName === "find") finds.push(e.command);
+      });
+      const store = new MongoAuditStore(monitored.db(database.name), { collection });
+      await store.ensureIndexes();
+      await store.append(runStarted(newRunId()), 1); // locates the head of an empty ledger
+      finds.length = 0;
+      // A call's whole life in one batch, and more calls arriving one event at a time.
+      const together = lifecycle();
+      expect(await Promise.all(together.map((e, i) => store.append(e, 10 + i)))).toEqual(["stored", "stored", "stored", "stored"]);
+      for (const [i, e] of lifecycle().entries()) expect(await store.append(e, 20 + i)).toBe("stored");
+      expect(finds).toEqual([]);
+      // A redelivery is still recognised from memory, without a read.
+      expect(await store.append(together[1]!, 11)).toBe("duplicate");
+      expect(finds).toEqual([]);
+    } finally {
+      await monitored.close();
     }
   });
 

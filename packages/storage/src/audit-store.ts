@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
-import { canonicalJson, sha256, type EventRejection, type ToolgateEvent } from "@toolgate/contracts";
-import { MongoBulkWriteError, type Collection, type Db } from "mongodb";
-import { DUPLICATE_KEY, writeErrorsOf } from "./insert-batcher.js";
+import { canonicalJson, idTime, sha256, type EventRejection, type ToolgateEvent } from "@toolgate/contracts";
+import type { Collection, Db } from "mongodb";
+import { DUPLICATE_KEY } from "./insert-batcher.js";
 
 /** One stored event, linked to the previous event of the same call (or run) by hash. */
 export interface AuditRecord {
-  /** The event id: storing an event twice is impossible. */
+  /** The event id: an event is stored once, whoever delivers it again. */
   _id: string;
   /** The call id for call events, the run id for run events. */
   chain_id: string;
@@ -20,14 +20,44 @@ export interface AuditRecord {
   type: string;
   stream_seq: number;
   stored_at: Date;
+  /** The ledger block the record is stored in. */
+  block: number;
   event: ToolgateEvent;
 }
 
+/** One event as a block keeps it: its place in its chain and its RFC 8785 text, exactly what its hash covers. */
+interface BlockRecord {
+  id: string;
+  chain_id: string;
+  idx: number;
+  prev_hash: string | null;
+  hash: string;
+  stream_seq: number;
+  event_json: string;
+}
+
 /**
- * How a record is kept: the event as its RFC 8785 text, exactly what the hash covers. Events carry untrusted
- * data (tool results, arguments) whose keys may start with "$" or contain ".", which a document field cannot.
+ * One block of the audit ledger: the events stored by one insert, in arrival order, linked to the block before
+ * it by hash. Blocks are numbered densely from 1 and the number is the `_id`, so the insert of block n is the
+ * compare-and-set among writers (atomic on MongoDB and FerretDB alike). `chain_id` and `run_id` list who the
+ * block's events belong to, for the lookups (a multikey index on MongoDB, a GIN index on FerretDB).
  */
-type StoredAuditRecord = Omit<AuditRecord, "event"> & { event_json: string };
+interface AuditBlock {
+  _id: string;
+  n: number;
+  prev_hash: string | null;
+  /** sha256 over prev_hash, n, the chain and run lists and records_json. */
+  hash: string;
+  chain_id: string[];
+  run_id: string[];
+  writer: string;
+  stored_at: Date;
+  /**
+   * The records as JSON text: events carry untrusted data whose keys may start with "$" or contain ".", which a
+   * document field cannot; and one field per block is what makes a block cheap to store.
+   */
+  records_json: string;
+}
 
 /** A bus message that was not a valid event, kept so nothing is lost silently. */
 export interface RejectedMessage {
@@ -46,6 +76,9 @@ export interface RejectedMessage {
 /** Result of re-computing a chain. */
 export type ChainVerification = { ok: true; length: number; head: string | null } | { ok: false; length: number; brokenAt: number; problem: string };
 
+/** Result of re-computing the whole ledger's block links. */
+export type LedgerVerification = { ok: true; blocks: number; head: string | null } | { ok: false; blocks: number; brokenAt: number; problem: string };
+
 /** The append-only audit log. */
 export interface AuditStore {
   /** Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order. */
@@ -54,27 +87,55 @@ export interface AuditStore {
   chain(chainId: string): Promise<AuditRecord[]>;
   /** Every event of a run, calls included, in stream order. */
   run(runId: string): Promise<AuditRecord[]>;
-  /** Re-computes every hash and link of a chain. */
+  /** Re-computes every hash and link of a chain, and of the blocks that hold it. */
   verify(chainId: string): Promise<ChainVerification>;
   recordRejected(rejection: EventRejection, message: { subject: string; streamSeq: number; data: Uint8Array }): Promise<void>;
 }
 
-interface Head {
+interface ChainState {
   idx: number;
-  hash: string;
+  hash: string | null;
+  /** Event ids stored in the chain, to recognise a redelivery. */
+  ids: Set<string>;
 }
 
 interface Pending {
   event: ToolgateEvent;
   streamSeq: number;
-  retries: number;
   resolve: (outcome: "stored" | "duplicate") => void;
   reject: (error: unknown) => void;
 }
 
-const MAX_BATCH = 256;
-const MAX_CACHED_HEADS = 100_000;
-const MAX_RETRIES = 8;
+export interface AuditStoreOptions {
+  collection?: string;
+  /** Who writes (for the record); the instance id. */
+  writer?: string;
+  /** Chains kept in memory; beyond it the least recently used are read back when they continue. */
+  maxCachedChains?: number;
+  /**
+   * How long an event waits for others to share its block when nothing is being stored (0: not at all).
+   * Under load a block collects what arrives while the previous insert is in flight, and no event waits.
+   */
+  lingerMs?: number;
+  now?: () => number;
+}
+
+/** Events per block; under load a block collects what arrived while the previous insert was in flight. */
+const MAX_BLOCK_EVENTS = 256;
+const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
+/**
+ * Chain ids per block. FerretDB indexes the list as one value, and PostgreSQL refuses index entries above
+ * ~2.7 KB: 48 ids of 31 characters stay well below.
+ */
+const MAX_BLOCK_CHAINS = 48;
+/** Conflicts with other writers one batch survives before its appends fail (and are delivered again). */
+const MAX_ROUNDS = 64;
+/**
+ * Clock skew allowed between the processes that mint ids and the writers that stamp blocks: a chain minted
+ * before the newest block this writer did not write itself (plus this margin) may be stored already, so its
+ * first event is looked up.
+ */
+const FRESHNESS_MARGIN_MS = 10_000;
 
 /** Hash of one record: binds the event to its place in its chain. */
 export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent): string {
@@ -85,8 +146,13 @@ function hashOfText(prevHash: string | null, chainId: string, idx: number, event
   return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}`);
 }
 
-function decoded({ event_json, ...record }: StoredAuditRecord): AuditRecord {
-  return { ...record, event: JSON.parse(event_json) as ToolgateEvent };
+function blockHash(block: Pick<AuditBlock, "prev_hash" | "n" | "chain_id" | "run_id" | "records_json">): string {
+  return sha256(`${block.prev_hash ?? ""}\n${block.n}\n${block.chain_id.join(",")}\n${block.run_id.join(",")}\n${block.records_json}`);
+}
+
+/** Block ids sort like their numbers. */
+function blockId(n: number): string {
+  return `b${String(n).padStart(12, "0")}`;
 }
 
 function chainOf(event: ToolgateEvent): string {
@@ -97,34 +163,68 @@ function startsChain(event: ToolgateEvent): boolean {
   return (event.kind === "call" && event.type === "proposed") || (event.kind === "run" && event.type === "started");
 }
 
+function parseRecords(block: AuditBlock): BlockRecord[] {
+  return JSON.parse(block.records_json) as BlockRecord[];
+}
+
 /**
- * {@link AuditStore} on MongoDB. Appends are serialized in this process and written in ordered batches, so
- * per-chain order is arrival order; a unique index on (chain_id, idx) keeps chains linear across replicas,
- * and the event id as `_id` makes storage exactly-once under at-least-once delivery.
+ * {@link AuditStore} on MongoDB as a ledger of blocks. Appends are serialized in this process: each batch
+ * (whatever arrived while the previous insert was in flight) becomes one block, so storing an event costs a
+ * share of one insert instead of an insert of its own. Every record keeps its call's (or run's) hash chain,
+ * every block the ledger's. Several writers (replicas) stay consistent: block n is claimed by a unique insert,
+ * and a writer that loses reads the blocks it missed, drops what they already hold and links its events after
+ * them. The event id is recognised in its chain, so storage is exactly-once under at-least-once delivery.
  */
 export class MongoAuditStore implements AuditStore {
-  readonly #records: Collection<StoredAuditRecord>;
+  readonly #blocks: Collection<AuditBlock>;
   readonly #rejected: Collection<RejectedMessage>;
-  readonly #heads = new Map<string, Head>();
+  readonly #writer: string;
+  readonly #maxChains: number;
+  readonly #lingerMs: number;
+  readonly #now: () => number;
+  readonly #chains = new Map<string, ChainState>();
+  /** The last block this writer knows of; located on the first append. */
+  #head: { n: number; hash: string | null } | undefined;
+  /**
+   * Chains minted before this time may be stored without being in memory (in blocks stored before this writer
+   * found the head, or dropped from memory since): their first event is looked up. Chains minted after it are
+   * new when unknown.
+   */
+  #horizon = -Infinity;
   #queue: Pending[] = [];
   #flushing = false;
+  #lingering: NodeJS.Timeout | undefined;
 
-  constructor(db: Db, options: { collection?: string } = {}) {
-    const name = options.collection ?? "audit_events";
-    this.#records = db.collection<StoredAuditRecord>(name);
+  constructor(db: Db, options: AuditStoreOptions = {}) {
+    const name = options.collection ?? "audit_log";
+    this.#blocks = db.collection<AuditBlock>(name);
     this.#rejected = db.collection<RejectedMessage>(`${name}_rejected`);
+    this.#writer = options.writer ?? `audit-${process.pid}`;
+    this.#maxChains = options.maxCachedChains ?? 100_000;
+    this.#lingerMs = options.lingerMs ?? 0;
+    this.#now = options.now ?? Date.now;
   }
 
   /** Creates the indexes the log relies on; idempotent. */
   async ensureIndexes(): Promise<void> {
-    await this.#records.createIndex({ chain_id: 1, idx: 1 }, { unique: true, name: "chain_position" });
-    await this.#records.createIndex({ run_id: 1, stream_seq: 1 }, { name: "run_order" });
+    await this.#blocks.createIndex({ chain_id: 1 }, { name: "chains" });
+    await this.#blocks.createIndex({ run_id: 1 }, { name: "runs" });
   }
 
   append(event: ToolgateEvent, streamSeq: number): Promise<"stored" | "duplicate"> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ event, streamSeq, retries: 0, resolve, reject });
-      if (!this.#flushing) void this.#drain();
+      this.#queue.push({ event, streamSeq, resolve, reject });
+      if (this.#flushing) return;
+      if (this.#lingerMs > 0 && this.#queue.length < MAX_BLOCK_EVENTS) {
+        this.#lingering ??= setTimeout(() => {
+          this.#lingering = undefined;
+          if (!this.#flushing) void this.#drain();
+        }, this.#lingerMs);
+        return;
+      }
+      clearTimeout(this.#lingering);
+      this.#lingering = undefined;
+      void this.#drain();
     });
   }
 
@@ -132,10 +232,16 @@ export class MongoAuditStore implements AuditStore {
     this.#flushing = true;
     try {
       while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0, MAX_BATCH);
+        const batch = this.#queue.splice(0, MAX_BLOCK_EVENTS);
         try {
-          await this.#appendBatch(batch);
+          const rest = await this.#appendBatch(batch);
+          // What did not fit in the block goes first into the next one, keeping arrival order.
+          this.#queue.unshift(...rest);
         } catch (error) {
+          // These events may or may not be stored: they are delivered again, and the head and every chain are
+          // read back first (the block that failed to answer may be the head now).
+          this.#head = undefined;
+          this.#chains.clear();
           for (const p of batch) p.reject(error);
         }
       }
@@ -144,106 +250,177 @@ export class MongoAuditStore implements AuditStore {
     }
   }
 
-  async #appendBatch(batch: Pending[]): Promise<void> {
+  /** Stores a prefix of `batch` as one block (settling each of its appends); returns the appends left over. */
+  async #appendBatch(batch: Pending[]): Promise<Pending[]> {
     let pending = batch;
-    while (pending.length > 0) {
-      await this.#loadMissingHeads(pending);
-      const working = new Map<string, Head | null>();
-      const docs: StoredAuditRecord[] = pending.map((p) => {
-        const chain = chainOf(p.event);
-        const head = working.has(chain) ? working.get(chain)! : (this.#heads.get(chain) ?? null);
-        const idx = (head?.idx ?? 0) + 1;
-        const prev = head?.hash ?? null;
-        const eventJson = canonicalJson(p.event);
-        const hash = hashOfText(prev, chain, idx, eventJson);
-        working.set(chain, { idx, hash });
-        return {
-          _id: p.event.id,
-          chain_id: chain,
-          idx,
-          prev_hash: prev,
-          hash,
-          run_id: p.event.run_id,
-          ...(p.event.kind === "call" ? { call_id: p.event.call_id } : {}),
-          kind: p.event.kind,
-          type: p.event.type,
-          stream_seq: p.streamSeq,
-          stored_at: new Date(),
-          event_json: eventJson,
-        };
-      });
-      let storedCount = docs.length;
-      let failure: unknown;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      this.#head ??= await this.#locateHead();
+      await this.#loadChains(pending);
+      const { block, records, duplicates, stored, rest } = this.#build(pending, this.#head);
+      for (const p of duplicates) p.resolve("duplicate");
+      if (!block) return rest;
       try {
-        // Ordered: everything before the first failure is stored, nothing after it is.
-        await this.#records.insertMany(docs, { ordered: true });
+        await this.#blocks.insertOne(block);
       } catch (error) {
-        failure = error;
-        const first = error instanceof MongoBulkWriteError ? firstWriteError(error) : undefined;
-        storedCount = first?.index ?? 0;
-        if (!first) storedCount = 0;
+        if ((error as { code?: unknown }).code !== DUPLICATE_KEY) throw error;
+        // Another writer stored block n first: learn what it holds, then link after it.
+        await this.#catchUp();
+        pending = [...stored, ...rest];
+        continue;
       }
-      for (let i = 0; i < storedCount; i++) {
-        this.#setHead(docs[i]!.chain_id, { idx: docs[i]!.idx, hash: docs[i]!.hash });
-        pending[i]!.resolve("stored");
-      }
-      if (failure === undefined) return;
+      this.#apply(block, records);
+      for (const p of stored) p.resolve("stored");
+      return rest;
+    }
+    throw new Error(`audit block not stored after ${MAX_ROUNDS} conflicts with other writers`);
+  }
 
-      const failed = pending[storedCount]!;
-      const first = failure instanceof MongoBulkWriteError ? firstWriteError(failure) : undefined;
-      this.#heads.delete(chainOf(failed.event));
-      if (first?.code !== DUPLICATE_KEY || ++failed.retries > MAX_RETRIES) {
-        for (const p of pending.slice(storedCount)) p.reject(failure);
-        return;
+  /**
+   * The next block for the longest prefix of `pending` that fits: the records of new events, and the appends
+   * that are redeliveries of stored events. Events past the first one that does not fit are left in `rest`.
+   */
+  #build(
+    pending: Pending[],
+    head: { n: number; hash: string | null },
+  ): { block: AuditBlock | undefined; records: BlockRecord[]; duplicates: Pending[]; stored: Pending[]; rest: Pending[] } {
+    const working = new Map<string, ChainState>();
+    const records: BlockRecord[] = [];
+    const duplicates: Pending[] = [];
+    const stored: Pending[] = [];
+    const chains = new Set<string>();
+    const runs = new Set<string>();
+    let bytes = 0;
+    let i = 0;
+    for (; i < pending.length; i++) {
+      const p = pending[i]!;
+      const chain = chainOf(p.event);
+      const state = working.get(chain) ?? this.#chains.get(chain) ?? { idx: 0, hash: null, ids: new Set<string>() };
+      if (state.ids.has(p.event.id)) {
+        duplicates.push(p);
+        continue;
       }
-      // Either the event itself is already stored (a redelivery) or another writer took this position.
-      if (await this.#records.countDocuments({ _id: failed.event.id }, { limit: 1 })) {
-        failed.resolve("duplicate");
-        pending = pending.slice(storedCount + 1);
-      } else {
-        pending = pending.slice(storedCount);
+      const eventJson = canonicalJson(p.event);
+      if (records.length > 0 && (bytes + eventJson.length > MAX_BLOCK_BYTES || (!chains.has(chain) && chains.size >= MAX_BLOCK_CHAINS))) break;
+      const idx = state.idx + 1;
+      const hash = hashOfText(state.hash, chain, idx, eventJson);
+      working.set(chain, { idx, hash, ids: new Set([...state.ids, p.event.id]) });
+      records.push({ id: p.event.id, chain_id: chain, idx, prev_hash: state.hash, hash, stream_seq: p.streamSeq, event_json: eventJson });
+      stored.push(p);
+      chains.add(chain);
+      runs.add(p.event.run_id);
+      bytes += eventJson.length;
+    }
+    if (records.length === 0) return { block: undefined, records, duplicates, stored, rest: pending.slice(i) };
+    const n = head.n + 1;
+    const partial = { n, prev_hash: head.hash, chain_id: [...chains], run_id: [...runs], records_json: JSON.stringify(records) };
+    const block: AuditBlock = { _id: blockId(n), ...partial, hash: blockHash(partial), writer: this.#writer, stored_at: new Date(this.#now()) };
+    return { block, records, duplicates, stored, rest: pending.slice(i) };
+  }
+
+  /** Makes `block` (stored by this writer or read back) the head and its records part of their chains. */
+  #apply(block: AuditBlock, records: readonly BlockRecord[]): void {
+    this.#head = { n: block.n, hash: block.hash };
+    for (const r of records) {
+      let state = this.#chains.get(r.chain_id);
+      if (!state) {
+        // Only a chain seen from its first record is complete here; any other is read back when it continues.
+        if (r.idx !== 1) continue;
+        state = { idx: 0, hash: null, ids: new Set() };
       }
+      state.idx = r.idx;
+      state.hash = r.hash;
+      state.ids.add(r.id);
+      this.#cache(r.chain_id, state);
     }
   }
 
-  async #loadMissingHeads(pending: Pending[]): Promise<void> {
+  /** Reads the blocks other writers stored after this writer's head, in order. */
+  async #catchUp(): Promise<void> {
+    for (;;) {
+      const head = this.#head!;
+      const next = await this.#blocks.findOne({ _id: blockId(head.n + 1) });
+      if (!next) return;
+      this.#apply(next, parseRecords(next));
+    }
+  }
+
+  /**
+   * The last block: found by probing block ids (1, 2, 4, … then halving), a few dozen lookups by `_id` however
+   * long the ledger is — never a scan or a sort, which FerretDB would do in full.
+   */
+  async #locateHead(): Promise<{ n: number; hash: string | null }> {
+    const exists = async (n: number) => (await this.#blocks.findOne({ _id: blockId(n) }, { projection: { n: 1 } })) !== null;
+    if (!(await exists(1))) return { n: 0, hash: null };
+    let low = 1;
+    let high = 2;
+    while (await exists(high)) {
+      low = high;
+      high *= 2;
+    }
+    // Invariant: block `low` exists, block `high` does not.
+    while (high - low > 1) {
+      const mid = Math.floor((low + high) / 2);
+      if (await exists(mid)) low = mid;
+      else high = mid;
+    }
+    const head = await this.#blocks.findOne({ _id: blockId(low) }, { projection: { n: 1, hash: 1, stored_at: 1 } });
+    // Whatever is stored was stored by then: a chain minted later cannot be in the ledger yet.
+    if (head) this.#horizon = Math.max(this.#horizon, head.stored_at.getTime() + FRESHNESS_MARGIN_MS);
+    return { n: low, hash: head?.hash ?? null };
+  }
+
+  /** Reads the state of the batch's chains this writer does not hold and cannot know to be new. */
+  async #loadChains(pending: readonly Pending[]): Promise<void> {
     const missing = new Set<string>();
+    const fresh = new Set<string>();
     for (const p of pending) {
       const chain = chainOf(p.event);
-      // A chain's first event needs no lookup; if the chain exists after all, the unique index says so.
-      if (!this.#heads.has(chain) && (!startsChain(p.event) || p.retries > 0)) missing.add(chain);
+      if (this.#chains.has(chain) || missing.has(chain) || fresh.has(chain)) continue;
+      // A chain's first event needs no lookup when the chain was minted after this writer knew every block.
+      if (startsChain(p.event) && (idTime(chain) ?? 0) > this.#horizon) fresh.add(chain);
+      else missing.add(chain);
     }
-    await Promise.all(
-      [...missing].map(async (chain) => {
-        const last = await this.#records
-          .find({ chain_id: chain }, { projection: { idx: 1, hash: 1 } })
-          .sort({ idx: -1 })
-          .limit(1)
-          .next();
-        if (last) this.#setHead(chain, { idx: last.idx, hash: last.hash });
-      }),
-    );
+    await Promise.all([...missing].map(async (chain) => this.#cache(chain, stateOf(await this.#recordsOf(chain, this.#head!.n)))));
   }
 
-  #setHead(chain: string, head: Head): void {
-    this.#heads.delete(chain);
-    this.#heads.set(chain, head);
-    if (this.#heads.size > MAX_CACHED_HEADS) {
-      const oldest = this.#heads.keys().next().value;
-      if (oldest !== undefined) this.#heads.delete(oldest);
-    }
+  /** The stored records of one chain in blocks up to `upTo`, in chain order. */
+  async #recordsOf(chain: string, upTo = Infinity): Promise<(BlockRecord & { block: AuditBlock })[]> {
+    const blocks = await this.#blocks.find({ chain_id: chain }).toArray();
+    return blocks
+      .filter((b) => b.n <= upTo)
+      .flatMap((block) =>
+        parseRecords(block)
+          .filter((r) => r.chain_id === chain)
+          .map((r) => ({ ...r, block })),
+      )
+      .sort((a, b) => a.idx - b.idx || a.block.n - b.block.n);
+  }
+
+  #cache(chain: string, state: ChainState): void {
+    this.#chains.delete(chain);
+    this.#chains.set(chain, state);
+    if (this.#chains.size <= this.#maxChains) return;
+    const oldest = this.#chains.keys().next().value!;
+    this.#chains.delete(oldest);
+    // A chain dropped from memory may continue later: chains up to its age are looked up from now on.
+    this.#horizon = Math.max(this.#horizon, (idTime(oldest) ?? 0) + FRESHNESS_MARGIN_MS);
   }
 
   async chain(chainId: string): Promise<AuditRecord[]> {
-    return (await this.#records.find({ chain_id: chainId }).sort({ idx: 1 }).toArray()).map(decoded);
+    return (await this.#recordsOf(chainId)).map(toRecord);
   }
 
   async run(runId: string): Promise<AuditRecord[]> {
-    return (await this.#records.find({ run_id: runId }).sort({ stream_seq: 1 }).toArray()).map(decoded);
+    const blocks = await this.#blocks.find({ run_id: runId }).toArray();
+    return blocks
+      .flatMap((block) => parseRecords(block).map((r) => ({ ...r, block })))
+      .map(toRecord)
+      .filter((r) => r.run_id === runId)
+      .sort((a, b) => a.stream_seq - b.stream_seq || a.block - b.block);
   }
 
   async verify(chainId: string): Promise<ChainVerification> {
-    const records = await this.#records.find({ chain_id: chainId }).sort({ idx: 1 }).toArray();
+    const records = await this.#recordsOf(chainId);
     const broken = (brokenAt: number, problem: string): ChainVerification => ({ ok: false, length: records.length, brokenAt, problem });
     let prev: string | null = null;
     for (const [i, r] of records.entries()) {
@@ -251,12 +428,50 @@ export class MongoAuditStore implements AuditStore {
       if (r.prev_hash !== prev) return broken(r.idx, "link to the previous record does not match");
       if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json) !== r.hash)
         return broken(r.idx, "record content does not match its hash");
-      // The hash covers the event text only: the fields queries use must say what that event says.
-      const problem = describedFieldsProblem(r);
+      const problem = describedFieldsProblem(r, chainId);
       if (problem) return broken(r.idx, problem);
       prev = r.hash;
     }
+    // The blocks that hold the chain: their own hashes, and the next block's link to each.
+    const firstInBlock = new Map<number, BlockRecord & { block: AuditBlock }>();
+    for (const r of records) if (!firstInBlock.has(r.block.n)) firstInBlock.set(r.block.n, r);
+    for (const first of firstInBlock.values()) {
+      const problem = await this.#blockProblem(first.block);
+      if (problem) return broken(first.idx, problem);
+    }
     return { ok: true, length: records.length, head: prev };
+  }
+
+  /** Why a block is not what was stored (its content or the next block's link to it), or undefined. */
+  async #blockProblem(block: AuditBlock): Promise<string | undefined> {
+    if (block._id !== blockId(block.n) || blockHash(block) !== block.hash) return `block ${block.n} does not match its hash`;
+    const next = await this.#blocks.findOne({ _id: blockId(block.n + 1) }, { projection: { prev_hash: 1 } });
+    if (next && next.prev_hash !== block.hash) return `block ${block.n + 1} does not link to block ${block.n}`;
+    return undefined;
+  }
+
+  /**
+   * Re-computes every block's hash and link from block 1 to the head, reading `batch` blocks at a time by id.
+   * Catches a block removed or rewritten anywhere, which no single chain's verification can see.
+   */
+  async verifyLedger(batch = 32): Promise<LedgerVerification> {
+    let prev: string | null = null;
+    let n = 1;
+    for (;;) {
+      const ids = Array.from({ length: batch }, (_, i) => blockId(n + i));
+      const found = await Promise.all(ids.map((id) => this.#blocks.findOne({ _id: id })));
+      for (let i = 0; i < batch; i++, n++) {
+        const block = found[i];
+        if (!block) {
+          const later = await this.#blocks.findOne({ _id: blockId(n + 1) }, { projection: { n: 1 } });
+          if (later) return { ok: false, blocks: n - 1, brokenAt: n, problem: `block ${n} is missing` };
+          return { ok: true, blocks: n - 1, head: prev };
+        }
+        if (block.prev_hash !== prev) return { ok: false, blocks: n, brokenAt: n, problem: `block ${n} does not link to block ${n - 1}` };
+        if (blockHash(block) !== block.hash) return { ok: false, blocks: n, brokenAt: n, problem: `block ${n} does not match its hash` };
+        prev = block.hash;
+      }
+    }
   }
 
   async recordRejected(rejection: EventRejection, message: { subject: string; streamSeq: number; data: Uint8Array }): Promise<void> {
@@ -284,7 +499,32 @@ export class MongoAuditStore implements AuditStore {
   }
 }
 
-function describedFieldsProblem(r: StoredAuditRecord): string | undefined {
+function stateOf(records: readonly BlockRecord[]): ChainState {
+  const last = records.at(-1);
+  return { idx: last?.idx ?? 0, hash: last?.hash ?? null, ids: new Set(records.map((r) => r.id)) };
+}
+
+function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
+  const event = JSON.parse(r.event_json) as ToolgateEvent;
+  return {
+    _id: r.id,
+    chain_id: r.chain_id,
+    idx: r.idx,
+    prev_hash: r.prev_hash,
+    hash: r.hash,
+    run_id: event.run_id,
+    ...(event.kind === "call" ? { call_id: event.call_id } : {}),
+    kind: event.kind,
+    type: event.type,
+    stream_seq: r.stream_seq,
+    stored_at: r.block.stored_at,
+    block: r.block.n,
+    event,
+  };
+}
+
+/** The hash covers the event text only: what the record says about it (its id, its chain) must match it. */
+function describedFieldsProblem(r: BlockRecord, chainId: string): string | undefined {
   let event: ToolgateEvent;
   try {
     event = JSON.parse(r.event_json) as ToolgateEvent;
@@ -292,21 +532,7 @@ function describedFieldsProblem(r: StoredAuditRecord): string | undefined {
   } catch {
     return "stored event is not JSON";
   }
-  const expected: Partial<StoredAuditRecord> = {
-    _id: event.id,
-    chain_id: chainOf(event),
-    run_id: event.run_id,
-    kind: event.kind,
-    type: event.type,
-    ...(event.kind === "call" ? { call_id: event.call_id } : {}),
-  };
-  for (const [field, value] of Object.entries(expected)) {
-    if (r[field as keyof StoredAuditRecord] !== value) return `field ${field} does not match the hashed event`;
-  }
-  if (event.kind === "run" && r.call_id !== undefined) return "field call_id does not match the hashed event";
+  if (r.id !== event.id) return "field id does not match the hashed event";
+  if (r.chain_id !== chainId || chainOf(event) !== chainId) return "field chain_id does not match the hashed event";
   return undefined;
-}
-
-function firstWriteError(error: MongoBulkWriteError): { index: number; code: number } | undefined {
-  return writeErrorsOf(error)[0];
 }

@@ -7,5 +7,14 @@ export {
   type IdempotencyRecord,
   type IdempotencyStep,
 } from "./idempotency-store.js";
-export { MongoAuditStore, recordHash, type AuditStore, type AuditRecord, type RejectedMessage, type ChainVerification } from "./audit-store.js";
+export {
+  MongoAuditStore,
+  recordHash,
+  type AuditStore,
+  type AuditStoreOptions,
+  type AuditRecord,
+  type RejectedMessage,
+  type ChainVerification,
+  type LedgerVerification,
+} from "./audit-store.js";
 export { connectMongo, type MongoConnectionOptions } from "./mongo-connection.js";

@@ -18,7 +18,7 @@ await runService({
       seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
       logger,
     });
-    const store = new MongoAuditStore(infra.db);
+    const store = new MongoAuditStore(infra.db, { writer: config.INSTANCE_ID, lingerMs: config.AUDIT_LINGER_MS });
     await store.ensureIndexes();
     const worker = await infra.bus.consume(
       {
