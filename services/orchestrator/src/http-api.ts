@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { z } from "zod";
 import type { Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
+import type { RunWaiters } from "./run-waiters.js";
 import type { Authenticator } from "@toolgate/identity";
 import type { McpFrontDoor } from "./mcp-front-door.js";
 import type { Logger } from "@toolgate/telemetry";
@@ -41,6 +42,7 @@ export function orchestratorApi(deps: {
   loop: RunLoop;
   store: RunStore;
   waiters: CallWaiters;
+  runWaiters: RunWaiters;
   /** The contracts in force now (the catalog: new versions arrive while running). */
   contracts: { registry(): ToolRegistry };
   authenticator: Authenticator;
@@ -69,8 +71,13 @@ export function orchestratorApi(deps: {
     run !== null && run.principal.tenant === request.principal!.tenant && run.principal.subject === request.principal!.subject;
 
   const runView = async (run: RunRecord) => {
-    const [calls, results] = await Promise.all([deps.store.callsOf(run._id), deps.store.resultsOf(run._id)]);
+    const [stored, results] = await Promise.all([deps.store.callsOf(run._id), deps.store.resultsOf(run._id)]);
     const byCall = new Map(results.map((r) => [r._id, r]));
+    // Calls this replica proposed whose records are written with their outcomes.
+    const known = new Set(stored.map((c) => c._id));
+    const calls = [...stored, ...deps.loop.unrecordedCalls(run._id).filter((c) => !known.has(c._id))].sort(
+      (a, b) => a.created_at.getTime() - b.created_at.getTime(),
+    );
     return {
       run_id: run._id,
       status: run.status,
@@ -190,7 +197,7 @@ export function orchestratorApi(deps: {
     if (ids.length === 0 || ids.length > 64 || !ids.every((id) => CallIdSchema.safeParse(id).success) || !query.success) {
       return apiError(reply, 400, "INVALID_REQUEST", "call_ids must list 1 to 64 call ids");
     }
-    const calls = await Promise.all(ids.map((id) => deps.store.getCall(id)));
+    const calls = await Promise.all(ids.map(async (id) => (await deps.loop.findCall(id)) ?? null));
     const runIds = new Set(calls.map((c) => c?.run_id));
     const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
     if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
@@ -240,13 +247,15 @@ export function orchestratorApi(deps: {
     const id = RunIdSchema.safeParse(request.params.runId);
     const query = WaitQuerySchema.safeParse(request.query);
     if (!id.success || !query.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a run id and an optional wait_ms");
-    const deadline = Date.now() + query.data.wait_ms;
     let run = await deps.store.getRun(id.data);
     // A denial and a missing run look the same: existence is not revealed to other principals.
     if (!owns(request, run)) return apiError(reply, 404, "RUN_NOT_FOUND", "no such run");
-    while (run.status === "running" && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      run = (await deps.store.getRun(id.data)) ?? run;
+    if (run.status === "running" && query.data.wait_ms > 0) {
+      const ended = await deps.runWaiters.until(id.data, query.data.wait_ms, async () => {
+        const now = await deps.store.getRun(id.data);
+        return now && now.status !== "running" ? now : undefined;
+      });
+      run = ended ?? (await deps.store.getRun(id.data)) ?? run;
     }
     return runView(run);
   });
@@ -294,7 +303,7 @@ export function orchestratorApi(deps: {
   app.get<{ Params: { callId: string } }>("/v1/tool-calls/:callId", async (request, reply) => {
     const id = CallIdSchema.safeParse(request.params.callId);
     if (!id.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a call id");
-    const call = await deps.store.getCall(id.data);
+    const call = (await deps.loop.findCall(id.data)) ?? null;
     const run = call ? await deps.store.getRun(call.run_id) : null;
     if (!call || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such call");
     const result = await deps.store.getResult(call._id);

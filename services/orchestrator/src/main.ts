@@ -5,6 +5,7 @@ import { toolsetContracts } from "@toolgate/toolsets";
 import type { Budgets } from "./budgets.js";
 import { CallScheduler } from "./call-scheduler.js";
 import { CallWaiters } from "./call-waiters.js";
+import { RunWaiters } from "./run-waiters.js";
 import { loadConfig } from "./config.js";
 import { orchestratorApi } from "./http-api.js";
 import { McpFrontDoor } from "./mcp-front-door.js";
@@ -61,6 +62,7 @@ await runService({
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
+    const runWaiters = new RunWaiters({ bus: infra.bus, subjects: infra.subjects });
     const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
     const models = modelAdapters(() =>
       contracts
@@ -107,7 +109,7 @@ await runService({
     }, config.ORCHESTRATOR_SWEEP_MS);
     const authenticator = await Authenticator.create({ apiKeys: config.ORCHESTRATOR_API_KEYS, issuers: config.ORCHESTRATOR_JWT_ISSUERS });
     const mcp = new McpFrontDoor({ loop, waiters, contracts, logger });
-    const api = orchestratorApi({ loop, store, waiters, contracts, authenticator, mcp, logger });
+    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info(
@@ -126,6 +128,7 @@ await runService({
         clearInterval(sweeper);
         await api.close();
         waiters.close();
+        runWaiters.close();
         await Promise.all([worker.stop(), approvals.stop()]);
         contracts.close();
         await infra.close();

@@ -20,6 +20,7 @@ import { callTraits, type CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ModelAdapter, ModelResponse, ProposedToolCall } from "@toolgate/models";
 import type { CallRecord, CallResultRecord, RunEnd, RunRecord, RunStore } from "./run-store.js";
+import { Durable } from "./durable.js";
 import { transcriptOf } from "./transcript.js";
 
 export interface RunLoopDeps {
@@ -53,6 +54,8 @@ export class RunRequestError extends Error {
 type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "completed" | "outcome_unknown" }>;
 
 const MAX_CACHED = 100_000;
+/** How long a host call's record waits to be written together with its outcome before it is written alone. */
+const RECORD_DELAY_MS = 250;
 
 /**
  * The tool loop (seed 001 §5): model request → response → final answer, refusal or tool calls → validate,
@@ -63,12 +66,15 @@ const MAX_CACHED = 100_000;
 export class RunLoop {
   readonly #deps: RunLoopDeps;
   readonly #now: () => number;
-  /** Calls this process proposed that have no outcome yet: saves a read per terminal event. */
-  readonly #open = new Map<CallId, { call: CallRecord; external: boolean }>();
+  /**
+   * Calls this process proposed that have no outcome yet, with the write that stores their record: saves a
+   * read per terminal event, and lets the record be written behind the proposal (JetStream holds the proposal).
+   */
+  readonly #open = new Map<CallId, { call: CallRecord; external: boolean; recorded: Durable }>();
   /** Open writes per `<run>:<turn>` among the calls this process proposed. */
   readonly #openWrites = new Map<string, number>();
   /** Host-driven runs this process created or checked: their owner and status never change. */
-  readonly #externalRuns = new Map<RunId, RunRecord>();
+  readonly #externalRuns = new Map<RunId, { run: RunRecord; recorded: Durable }>();
   /** Managed runs this process has seen running, for the wall-clock and approval-wait sweeps. */
   readonly #running = new Set<RunId>();
 
@@ -100,9 +106,11 @@ export class RunLoop {
   ): Promise<{ runId: RunId; callIds: CallId[] }> {
     validateCalls(request.calls);
     let run: RunRecord;
+    let runRecorded: Durable;
+    let runStarted: Promise<unknown> = Promise.resolve();
     const known = request.runId ? this.#externalRuns.get(request.runId) : undefined;
-    if (known && known.principal.tenant === principal.tenant && known.principal.subject === principal.subject) {
-      run = known;
+    if (known && known.run.principal.tenant === principal.tenant && known.run.principal.subject === principal.subject) {
+      ({ run, recorded: runRecorded } = known);
     } else if (request.runId) {
       const existing = await this.#deps.store.getRun(request.runId);
       if (!existing || existing.principal.tenant !== principal.tenant || existing.principal.subject !== principal.subject) {
@@ -110,12 +118,18 @@ export class RunLoop {
       }
       if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
       run = existing;
-      this.#remember(this.#externalRuns, run._id, run);
+      runRecorded = Durable.done();
+      this.#remember(this.#externalRuns, run._id, { run, recorded: runRecorded });
     } else {
       run = this.#newRun(principal, "external", "", request.context, "external");
-      await this.#deps.store.insertRun(run);
-      this.#remember(this.#externalRuns, run._id, run);
-      await this.#deps.bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
+      const created = run;
+      // Written alongside the proposals, not before them: the stream holds them, and the run's record is
+      // durable before any of its calls' outcomes is attached (and before this request is answered).
+      runRecorded = Durable.start(() => this.#deps.store.insertRun(created));
+      this.#remember(this.#externalRuns, run._id, { run, recorded: runRecorded });
+      runStarted = this.#deps.bus.publish(
+        runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }),
+      );
     }
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#now();
@@ -124,9 +138,20 @@ export class RunLoop {
     const taint = taintFrom(await this.#deps.store.succeededTools(run._id, untrusted));
     const records = this.#callRecords(run, turn, request.calls, taint);
     beforePublish(records.map((r) => r._id));
-    await this.#deps.store.insertCalls(records);
-    this.#track(records, true);
-    await this.#deps.scheduler.schedule(run, turn, records, true);
+    // Writes after the first wait for it to end, and whichever replica handles that outcome proposes the next
+    // one: those records must be in the store before anything runs. Otherwise the proposals in the stream are
+    // the record for now, and each call's own is written with its outcome (or after a while, if it runs long).
+    const holdsBack = records.filter((r) => r.write).length > 1;
+    const recorded = holdsBack
+      ? Durable.start(() => this.#deps.store.insertCalls(records))
+      : Durable.later(() => this.#deps.store.insertCalls(records), RECORD_DELAY_MS);
+    if (holdsBack) await recorded.ensure();
+    this.#track(records, true, recorded);
+    await Promise.all([runStarted, this.#deps.scheduler.schedule(run, turn, records, true)]);
+    // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
+    // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.
+    if (!(await runRecorded.settled()))
+      this.#deps.logger.warn({ run_id: run._id }, "run record not written yet; retried before its calls' outcomes are attached");
     return { runId: run._id, callIds: records.map((r) => r._id) };
   }
 
@@ -145,27 +170,40 @@ export class RunLoop {
     return this.#stop(run, "cancelled", `cancelled by ${principal.tenant}/${principal.subject}`);
   }
 
-  /** Consumes terminal call events: attach, release, notify, schedule the next write, advance the run. */
+  /**
+   * Consumes terminal call events: answer whoever waits for the call at once, then attach the outcome
+   * (durably, before the event is acknowledged), release, schedule the next write, advance the run.
+   */
   readonly onTerminal: EventHandler = async (event: ToolgateEvent): Promise<Disposition> => {
     if (event.kind !== "call" || !isTerminal(event)) return terminate(`orchestrator does not handle ${event.kind}.${event.type}`);
     const open = this.#open.get(event.call_id);
-    const call = open?.call ?? (await this.#deps.store.getCall(event.call_id));
+    const result = event.payload.result;
+    // The outcome is in the stream already; the attach below only records it for the run — unless the result
+    // taints the run (untrusted content): the host must not be able to propose its next call, on any replica,
+    // before that taint can be read back (Rule of Two).
+    const answerFirst = open !== undefined && !(result.ok && this.#deps.contracts.registry().get(open.call.tool_name)?.contract.untrusted_output === true);
+    if (answerFirst) this.#deps.waiters.resolve(event.call_id, result);
+    // The call's own record, if it waited for this outcome, goes to the store alongside it.
+    const recorded = open?.recorded.ensure();
+    const call = open?.call ?? (await this.#recoverCall(event.call_id));
     if (!call) {
       this.#deps.logger.warn({ call_id: event.call_id, type: event.type }, "terminal event for a call this orchestrator never proposed");
       return ACK;
     }
-    const result = event.payload.result;
-    const attached = await this.#deps.store.attachResult({
-      _id: call._id,
-      run_id: call.run_id,
-      turn: call.turn,
-      provider_call_id: call.provider_call_id,
-      tool_name: call.tool_name,
-      terminal: event.type,
-      result,
-      ...(event.type === "completed" || event.type === "outcome_unknown" ? { duration_ms: event.payload.duration_ms } : {}),
-      attached_at: new Date(),
-    });
+    const [attached] = await Promise.all([
+      this.#deps.store.attachResult({
+        _id: call._id,
+        run_id: call.run_id,
+        turn: call.turn,
+        provider_call_id: call.provider_call_id,
+        tool_name: call.tool_name,
+        terminal: event.type,
+        result,
+        ...(event.type === "completed" || event.type === "outcome_unknown" ? { duration_ms: event.payload.duration_ms } : {}),
+        attached_at: new Date(),
+      }),
+      recorded,
+    ]);
     if (attached === "duplicate") {
       const first = await this.#deps.store.getResult(call._id);
       if (first && first.terminal !== event.type)
@@ -173,10 +211,12 @@ export class RunLoop {
     }
     // Always (a redelivery may follow a crash right after the attach): releasing twice is a no-op.
     await this.#deps.scheduler.finished(call);
-    this.#deps.waiters.resolve(call._id, result);
+    if (!answerFirst) this.#deps.waiters.resolve(call._id, result);
     await this.#deps.bus.publish(nextCallEvent(originOf(event), "result_attached", "orchestrator", { provider_call_id: call.provider_call_id, ok: result.ok }));
     this.#untrack(call);
-    const run = (open?.external ? this.#externalRuns.get(call.run_id) : undefined) ?? (await this.#deps.store.getRun(call.run_id));
+    const external = open?.external ? this.#externalRuns.get(call.run_id) : undefined;
+    if (external) await external.recorded.ensure();
+    const run = external?.run ?? (await this.#deps.store.getRun(call.run_id));
     if (!run) return ACK;
     if (run.status === "external") {
       // Only a write can be waiting for an earlier call of its group to end.
@@ -186,6 +226,54 @@ export class RunLoop {
     await this.#afterResult(run, call);
     return ACK;
   };
+
+  /**
+   * A call by id: one this process proposed, a stored one, or — proposed by a replica that has not written its
+   * record yet — rebuilt from its proposal in the stream. Undefined when Toolgate never proposed such a call.
+   */
+  async findCall(callId: CallId): Promise<CallRecord | undefined> {
+    return this.#open.get(callId)?.call ?? (await this.#deps.store.getCall(callId)) ?? (await this.#proposedCall(callId));
+  }
+
+  /** The calls of `runId` this process proposed whose records wait to be written with their outcomes. */
+  unrecordedCalls(runId: RunId): CallRecord[] {
+    return [...this.#open.values()].filter((o) => o.call.run_id === runId).map((o) => o.call);
+  }
+
+  /**
+   * The record of a call whose outcome arrived at a process that did not propose it (or proposed it and
+   * restarted): from the store, or — when the proposer died before writing it — rebuilt from its proposal in
+   * the stream and written now. Undefined when Toolgate never proposed such a call.
+   */
+  async #recoverCall(callId: CallId): Promise<CallRecord | undefined> {
+    const stored = await this.#deps.store.getCall(callId);
+    if (stored) return stored;
+    const call = await this.#proposedCall(callId);
+    if (!call) return undefined;
+    this.#deps.logger.warn({ call_id: callId, run_id: call.run_id }, "call record rebuilt from its proposal in the stream");
+    await this.#deps.store.insertCalls([call]);
+    return call;
+  }
+
+  /** A call as its proposal in the stream describes it. */
+  async #proposedCall(callId: CallId): Promise<CallRecord | undefined> {
+    const proposal = await this.#deps.bus.lastEvent("call", callId, "proposed");
+    if (proposal?.kind !== "call" || proposal.type !== "proposed" || proposal.source !== "orchestrator") return undefined;
+    const { payload } = proposal;
+    return {
+      _id: callId,
+      run_id: proposal.run_id,
+      turn: payload.turn,
+      provider_call_id: payload.provider_call_id,
+      tool_name: payload.tool_name,
+      arguments_json: payload.arguments_json,
+      // Its place among the calls of its turn: only the proposer kept it, and it matters only while writes wait.
+      order: 0,
+      ...callTraits(this.#deps.contracts.registry(), payload.tool_name, payload.arguments_json),
+      taint: payload.taint ?? { tainted: false, sources: [] },
+      created_at: new Date(proposal.time),
+    };
+  }
 
   /** Consumes `approval_requested`: remembers since when a call waits, for the approval-wait budget. */
   readonly onApprovalRequested: EventHandler = async (event: ToolgateEvent): Promise<Disposition> => {
@@ -246,7 +334,7 @@ export class RunLoop {
         this.#background(this.#playModelTurn(run), run._id);
       } else if (run.awaiting === "tools") {
         const calls = await this.#deps.store.callsOfTurn(run._id, run.turn);
-        this.#track(calls, false);
+        this.#track(calls, false, Durable.done());
         this.#background(
           this.#deps.scheduler.schedule(run, run.turn, calls).then(() => this.#advanceIfTurnComplete(run)),
           run._id,
@@ -347,7 +435,7 @@ export class RunLoop {
           tool_calls: records.length,
         }),
       );
-      this.#track(records, false);
+      this.#track(records, false, Durable.done());
       const updated: RunRecord = { ...run, responses, usage, tool_calls: usage.tool_calls, awaiting: "tools" };
       await this.#deps.scheduler.schedule(updated, run.turn, records, true);
       await this.#advanceIfTurnComplete(updated);
@@ -461,11 +549,11 @@ export class RunLoop {
     return (this.#openWrites.get(`${call.run_id}:${call.turn}`) ?? 0) > 0;
   }
 
-  #track(records: readonly CallRecord[], external: boolean): void {
+  #track(records: readonly CallRecord[], external: boolean, recorded: Durable): void {
     for (const call of records) {
       if (!this.#open.has(call._id) && call.write)
         this.#openWrites.set(`${call.run_id}:${call.turn}`, (this.#openWrites.get(`${call.run_id}:${call.turn}`) ?? 0) + 1);
-      this.#remember(this.#open, call._id, { call, external });
+      this.#remember(this.#open, call._id, { call, external, recorded });
     }
   }
 

@@ -95,7 +95,8 @@ export function policyHandler(deps: PolicyWorkerDeps): EventHandler {
           { decision, signature: deps.signer.sign(decision), arguments: verdict.arguments },
           { tool: verdict.tool.ref, args_hash: verdict.argsHash },
         );
-        deps.logger.info(
+        // Every authorization is an audited event; at info the log keeps what was refused, not each call let through.
+        deps.logger.debug(
           { call_id: event.call_id, tool: verdict.tool.contract.name, reasons: verdict.reasons, policy_version: policies.version },
           "authorized",
         );
