@@ -37,7 +37,23 @@ function observed(collection: Collection<Doc>): { collection: Collection<Doc>; b
   return { collection: proxy, batches };
 }
 
+/** Lets the event loop run one turn: inserts made before it are flushed by then. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 describe("InsertBatcher", () => {
+  it("sends what one turn of the event loop inserts as one command", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    const { collection, batches } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    // Inserted from different promise chains of one turn: a claim and, a few awaits later, a record.
+    const claim = batcher.insert({ _id: "claim", n: 0 });
+    const record = Promise.resolve()
+      .then(() => undefined)
+      .then(() => batcher.insert({ _id: "record", n: 1 }));
+    expect(await Promise.all([claim, record])).toEqual(["inserted", "inserted"]);
+    expect(batches).toEqual([["claim", "record"]]);
+  });
+
   it("resolves each caller of one mixed batch: inserted, duplicate of a stored doc, duplicate within the batch", async () => {
     const raw = db.collection<Doc>(uniqueName("batch_"));
     await raw.insertMany([
@@ -48,7 +64,9 @@ describe("InsertBatcher", () => {
     const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
     // The first insert is in flight alone; everything after it queues into the next batch.
     const ids = ["lead", "new-1", "old-1", "new-2", "new-1", "old-2", "new-3"];
-    const outcomes = await Promise.all(ids.map((_id, n) => batcher.insert({ _id, n })));
+    const lead = batcher.insert({ _id: "lead", n: 0 });
+    await nextTurn();
+    const outcomes = await Promise.all([lead, ...ids.slice(1).map((_id, i) => batcher.insert({ _id, n: i + 1 }))]);
     expect(batches).toEqual([["lead"], ["new-1", "old-1", "new-2", "new-1", "old-2", "new-3"]]);
     expect(outcomes).toEqual(["inserted", "inserted", "duplicate", "inserted", "duplicate", "duplicate", "inserted"]);
     const stored = await raw.find({}).sort({ _id: 1 }).toArray();
@@ -67,6 +85,7 @@ describe("InsertBatcher", () => {
     const { collection, batches } = observed(raw);
     const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
     const first = batcher.insert({ _id: "lead", n: 0 });
+    await nextTurn();
     const good = batcher.insert({ _id: "good", n: 1 });
     // FerretDB refuses a "$"-prefixed field name (code 2) per document.
     const bad = batcher.insert({ _id: "bad", n: 2, $where: "1" });

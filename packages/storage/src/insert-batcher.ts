@@ -22,13 +22,15 @@ export const DUPLICATE_KEY = 11000;
 /**
  * Coalesces concurrent single-document inserts into unordered `insertMany` commands. Each caller learns
  * whether its own document was inserted or hit a unique key; any other failure rejects that caller.
- * Idle callers are flushed at once (no added wait); under load, documents queue behind in-flight commands.
+ * Idle callers are flushed once the current turn of the event loop has run — no timer, no added wait, but
+ * what that turn inserted goes in one command; under load, documents queue behind in-flight commands.
  */
 export class InsertBatcher<T extends Document> {
   readonly #collection: Collection<T>;
   readonly #options: InsertBatcherOptions;
   #queue: QueuedInsert<T>[] = [];
   #inFlight = 0;
+  #scheduled = false;
 
   constructor(collection: Collection<T>, options: InsertBatcherOptions = { maxBatch: 512, maxInFlight: 1 }) {
     this.#collection = collection;
@@ -39,7 +41,12 @@ export class InsertBatcher<T extends Document> {
   insert(doc: OptionalUnlessRequiredId<T>): Promise<InsertOutcome> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ doc, resolve, reject });
-      this.#pump();
+      if (this.#scheduled || this.#inFlight >= this.#options.maxInFlight) return;
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.#pump();
+      });
     });
   }
 
