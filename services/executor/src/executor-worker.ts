@@ -261,12 +261,15 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     });
     const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
     const judged = judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
-    // `started` goes first on this connection, so the stream stores it before whatever ends the attempt. A lost
-    // `started` is published again (same event id); it never costs the attempt's known result.
-    if (!(await started)) {
+    // `started` goes first on this connection, so the stream stores it before whatever ends the attempt; its
+    // acknowledgement is awaited only before the next publish (the completion's write does not wait for it). A
+    // lost `started` is published again (same event id); it never costs the attempt's known result.
+    const startedLanded = async (): Promise<void> => {
+      if (await started) return;
       await deps.bus.publish(startedEvent).catch((error: unknown) => log.warn({ err: error, call_id: callId, attempt }, "could not publish started"));
-    }
+    };
     const end = s + 2 * attempt;
+    if (judged.kind !== "result") await startedLanded();
     switch (judged.kind) {
       case "unknown":
         if (judged.evidence) await recordEvidence(evidenceRef, callId, tool.contract.name, attempt, judged.evidence);
@@ -294,6 +297,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       );
       // The retry must be able to run on a delivery that is not the last one.
       if (decision.retry && delivery.deliveryCount + 1 < deps.maxDeliveries) {
+        await startedLanded();
         const failedAt = now();
         if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + decision.delayMs)))) {
           log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
@@ -312,10 +316,13 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         return retryLater(`retrying after ${result.error.code}`, decision.delayMs);
       }
     }
-    return finish(event, key, attempt, result, run.durationMs);
+    return finish(event, key, attempt, result, run.durationMs, undefined, startedLanded);
   }
 
-  /** Completes the key fenced on owner and attempt, then publishes the terminal event (and announces its operation). */
+  /**
+   * Completes the key fenced on owner and attempt, then publishes the terminal event (and announces its
+   * operation). `beforePublish` runs between the two: what must be in the stream before the terminal event.
+   */
   async function finish(
     event: Authorized,
     key: string,
@@ -323,11 +330,13 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     result: ResultEnvelope,
     durationMs: number,
     operationId?: string,
+    beforePublish?: () => Promise<void>,
   ): Promise<Disposition> {
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
       log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
+    await beforePublish?.();
     await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs);
     if (operationId !== undefined) await deps.operations.announce(operationId);
     return ACK;
