@@ -97,16 +97,25 @@ ensure_postgres_connections() {
   die "PostgreSQL did not come back after the restart"
 }
 
-ensure_ferretdb() {
-  if port_open 127.0.0.1 "$MONGO_PORT"; then return; fi
-  ensure_postgres
-  ensure_postgres_connections
-  ensure_ferretdb_binary
+# The PostgreSQL database FerretDB keeps its data in, with the index trigger (idempotent, so a FerretDB that is
+# already running gets the current index set for the collections created from now on).
+ensure_ferretdb_database() {
   local db
   db="$(echo "$PG_URL" | sed -E 's#.*/([^/?]+).*#\1#')"
   psql -q -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
     psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db" >/dev/null
   psql -q -h 127.0.0.1 -U postgres -d "$db" -f "$ROOT/infra/ferretdb/gin-indexes.sql" >/dev/null 2>&1
+}
+
+ensure_ferretdb() {
+  if port_open 127.0.0.1 "$MONGO_PORT"; then
+    if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then ensure_ferretdb_database; fi
+    return
+  fi
+  ensure_postgres
+  ensure_postgres_connections
+  ensure_ferretdb_binary
+  ensure_ferretdb_database
   log "starting FerretDB on 127.0.0.1:$MONGO_PORT"
   mkdir -p "$STATE/ferretdb"
   nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?pool_max_conns=$FERRETDB_POOL" \

@@ -103,8 +103,8 @@ describe("scheduling", () => {
       expect(runs.every((r) => r.status === "completed")).toBe(true);
       const owners = await mongo
         .db(`${stack.name}_runtime`)
-        .collection<{ owner: string }>("turn_claims")
-        .distinct("owner", { run_id: { $in: runIds } });
+        .collection<{ owner: string }>("run_steps")
+        .distinct("owner", { run_id: { $in: runIds }, kind: "claim" });
       expect(new Set(owners.map((o) => o.replace(/-[0-9a-f]{6}$/, "")))).toEqual(new Set(["orchestrator", "orchestrator-2"]));
       const saves = (await Promise.all(runIds.map(async (runId) => intervals(await stack.trace(runId), "save_evidence"))))
         .flat()

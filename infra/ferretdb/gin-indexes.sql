@@ -10,7 +10,7 @@ DECLARE
 BEGIN
   FOR obj IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE TABLE' AND object_type = 'table' LOOP
     IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = obj.objid AND attname = '_jsonb' AND NOT attisdropped) THEN
-      FOREACH field IN ARRAY ARRAY['_id','call_id','run_id','task_id','chain_id'] LOOP
+      FOREACH field IN ARRAY ARRAY['_id','call_id','run_id','task_id','chain_id','status'] LOOP
         EXECUTE format('CREATE INDEX ON %s USING gin ((_jsonb -> %L) jsonb_path_ops) WITH (fastupdate = off)', obj.object_identity, field);
       END LOOP;
     END IF;

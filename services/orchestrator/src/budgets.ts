@@ -59,3 +59,29 @@ export function checkTurn(budgets: Budgets, usage: Usage, turn: { calls: readonl
   }
   return undefined;
 }
+
+/** Whether a run may ask the model for turn `turn`: its turn and wall-clock budgets. Pure. */
+export function checkTurnStart(budgets: Budgets, turn: number, elapsedMs: number): BudgetBreach {
+  if (turn >= budgets.max_turns) return { reason: "budget_turns", message: `the run reached its limit of ${budgets.max_turns} model turns` };
+  return checkWallClock(budgets, elapsedMs);
+}
+
+/** Whether a run has used up its wall clock. Pure. */
+export function checkWallClock(budgets: Budgets, elapsedMs: number): BudgetBreach {
+  if (elapsedMs > budgets.max_wall_clock_ms)
+    return { reason: "budget_wall_clock", message: `the run exceeded its wall-clock budget of ${budgets.max_wall_clock_ms} ms` };
+  return undefined;
+}
+
+/** Whether a final answer (or refusal) fits the run's token budget. Pure. */
+export function checkFinalAnswer(budgets: Budgets, usage: Usage, tokens: number): BudgetBreach {
+  if (usage.tokens + tokens > budgets.max_tokens) return { reason: "budget_tokens", message: `the run exceeded its budget of ${budgets.max_tokens} tokens` };
+  return undefined;
+}
+
+/** The first call that has waited for a human longer than the run allows, as a breach. Pure. */
+export function checkApprovalWaits(budgets: Budgets, waits: readonly { _id: string; since: Date }[], now: number): BudgetBreach {
+  const overdue = waits.find((w) => now - w.since.getTime() > budgets.max_approval_wait_ms);
+  if (!overdue) return undefined;
+  return { reason: "approval_timeout", message: `call ${overdue._id} waited more than ${budgets.max_approval_wait_ms} ms for approval` };
+}

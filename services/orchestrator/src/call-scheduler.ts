@@ -78,12 +78,12 @@ export class CallScheduler {
   }
 
   /**
-   * Proposes what may run now of `turn`; returns true when a write is waiting for a lock. `fresh` says the
-   * calls were created just now, so none can have an outcome yet (saves a read).
+   * Proposes what may run now of `turn`; returns true when a write is waiting for a lock. `calls` and `done`
+   * (the calls that have their outcome) are read from the store when the caller does not know them.
    */
-  async schedule(run: RunRecord, turn: number, calls?: readonly CallRecord[], fresh = false): Promise<boolean> {
+  async schedule(run: RunRecord, turn: number, calls?: readonly CallRecord[], done?: ReadonlySet<CallId>): Promise<boolean> {
     const all = calls ?? (await this.#store.callsOfTurn(run._id, turn));
-    const done = new Set(fresh ? [] : (await this.#store.resultsOfTurn(run._id, turn)).map((r) => r._id));
+    done ??= new Set((await this.#store.resultsOfTurn(run._id, turn)).map((r) => r._id));
     const ordered = [...all].sort((a, b) => a.order - b.order);
     const pending: Promise<void>[] = [];
     for (const call of ordered) if (!call.write && !done.has(call._id)) pending.push(this.#propose(run, call));

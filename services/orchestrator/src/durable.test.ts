@@ -23,26 +23,6 @@ describe("Durable", () => {
     expect(write).toHaveBeenCalledTimes(3);
   });
 
-  it("defers a later write until its delay, or until someone needs it", async () => {
-    vi.useFakeTimers();
-    try {
-      const early = vi.fn(() => Promise.resolve());
-      const late = vi.fn(() => Promise.resolve());
-      const needed = Durable.later(early, 1_000);
-      Durable.later(late, 1_000);
-      expect(early).not.toHaveBeenCalled();
-      await needed.ensure();
-      expect(early).toHaveBeenCalledTimes(1);
-      expect(late).not.toHaveBeenCalled();
-      await vi.advanceTimersByTimeAsync(1_000);
-      expect(late).toHaveBeenCalledTimes(1);
-      // The deferred write that was needed early does not run a second time when its timer would have fired.
-      expect(early).toHaveBeenCalledTimes(1);
-    } finally {
-      vi.useRealTimers();
-    }
-  });
-
   it("knows something already durable without writing", async () => {
     expect(await Durable.done().settled()).toBe(true);
     await Durable.done().ensure();

@@ -1,59 +1,39 @@
 /**
- * A write that runs behind the work that does not need it, awaited only by whoever needs it durable.
- * `ensure()` starts it if it has not started, resolves once it has landed, tries again when the last attempt
- * failed, and throws (retryable: the store was unreachable) when this attempt fails too. The write must be
- * idempotent (an insert whose duplicate counts as done).
+ * A write that runs behind the work that does not need it: started at once, awaited only by whoever needs it
+ * durable. `ensure()` resolves once the write has landed, trying again when the last attempt failed, and
+ * throws (retryable: the store was unreachable) when this attempt fails too. The write must be idempotent
+ * (an insert whose duplicate counts as done).
  */
 export class Durable {
   readonly #write: (() => Promise<unknown>) | undefined;
-  #attempt: Promise<boolean> | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #attempt: Promise<boolean>;
 
-  private constructor(write: (() => Promise<unknown>) | undefined, delayMs: number | undefined) {
+  private constructor(write: (() => Promise<unknown>) | undefined) {
     this.#write = write;
-    if (!write) this.#attempt = Promise.resolve(true);
-    else if (delayMs === undefined) this.#attempt = Durable.#try(write);
-    else {
-      this.#timer = setTimeout(() => this.#start(), delayMs);
-      this.#timer.unref();
-    }
+    this.#attempt = write ? Durable.#try(write) : Promise.resolve(true);
   }
 
   /** Starts `write` now. */
   static start(write: () => Promise<unknown>): Durable {
-    return new Durable(write, undefined);
-  }
-
-  /**
-   * Starts `write` after `delayMs`, or as soon as someone needs it (`ensure()`): a record that can wait for
-   * the outcome it will sit next to is written with it, not while the call it describes is still running.
-   */
-  static later(write: () => Promise<unknown>, delayMs: number): Durable {
-    return new Durable(write, delayMs);
+    return new Durable(write);
   }
 
   /** Something already durable (read from the store, or written before). */
   static done(): Durable {
-    return new Durable(undefined, undefined);
+    return new Durable(undefined);
   }
 
-  /** Waits for the write without throwing (starting it if it waits for its delay); true once it has landed. */
+  /** Waits for the attempt in progress without throwing; true when the write has landed. */
   settled(): Promise<boolean> {
-    return this.#start();
+    return this.#attempt;
   }
 
   /** Resolves once the write has landed; a failed attempt is retried here, and a second failure thrown. */
   async ensure(): Promise<void> {
-    if (await this.#start()) return;
+    if (await this.#attempt) return;
     // Retried on this caller's time, so the failure reaches the one who needs the write (a redelivery follows).
     await this.#write!();
     this.#attempt = Promise.resolve(true);
-  }
-
-  #start(): Promise<boolean> {
-    clearTimeout(this.#timer);
-    this.#attempt ??= Durable.#try(this.#write!);
-    return this.#attempt;
   }
 
   static #try(write: () => Promise<unknown>): Promise<boolean> {

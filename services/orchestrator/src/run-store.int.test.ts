@@ -1,7 +1,7 @@
-import { newRunId, type RunId } from "@toolgate/contracts";
+import { newCallId, newRunId, type RunId } from "@toolgate/contracts";
 import { testDatabase } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunStore, type RunEnd, type RunRecord } from "./run-store.js";
+import { RunStore, type CallRecord, type RunEnd, type RunRecord } from "./run-store.js";
 
 let database: Awaited<ReturnType<typeof testDatabase>>;
 let store: RunStore;
@@ -104,5 +104,80 @@ describe("a run's end", () => {
     await store.runs.updateOne({ _id: run._id }, { $set: { status: "running", awaiting: "model" } });
     await store.mirrorEnd(run._id, (await store.endOf(run._id))!);
     expect(await store.getRun(run._id)).toMatchObject({ status: "stopped", stop_reason: "budget_wall_clock", awaiting: "nothing" });
+  });
+});
+
+describe("a run's turns and outcomes", () => {
+  const answer = (run: RunRecord, turn: number, calls: CallRecord[] = []) => ({
+    run_id: run._id,
+    turn,
+    response: { kind: "tool_calls" as const, calls: calls.map((c) => ({ id: c.provider_call_id, name: c.tool_name, arguments: c.arguments_json })) },
+    calls,
+    tokens: 0,
+    at: new Date(),
+  });
+  const call = (run: RunRecord, turn: number): CallRecord => ({
+    _id: newCallId(),
+    run_id: run._id,
+    turn,
+    provider_call_id: "toolu_1",
+    tool_name: "search_sources",
+    arguments_json: '{"query":"x"}',
+    order: 0,
+    write: false,
+    resources: [],
+    signature: "sha256:x",
+    taint: { tainted: false, sources: [] },
+    created_at: new Date(),
+  });
+
+  it("records a turn's answer once, and a turn closed by the run's end is never answered", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    const first = call(run, 0);
+    expect(await store.recordTurn(answer(run, 0, [first]))).toEqual({ kind: "recorded" });
+    expect(await store.recordTurn(answer(run, 0))).toMatchObject({ kind: "recorded_before", first: { calls: [{ _id: first._id }] } });
+    expect(await store.endRun(run._id, "sweeper", stop(0), [0, 1])).toBe(true);
+    // The answered turn keeps its answer; the next one is closed.
+    expect(await store.recordTurn(answer(run, 1))).toEqual({ kind: "closed" });
+    expect((await store.turnsOf(run._id)).map((t) => t.turn)).toEqual([0]);
+    expect(await store.getTurn(run._id, 1)).toBeNull();
+  });
+
+  it("keeps an outcome whose data has keys a document field cannot have", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    const c = call(run, 0);
+    await store.insertCalls([c]);
+    const data = { $schema: "https://json-schema.org/draft/2020-12/schema", $ref: "#/a", "a.b": { "": [1, { $where: "x" }] } };
+    const result = { ok: true as const, data, retryable: false as const, call_id: c._id };
+    expect(
+      await store.attachResult({
+        _id: c._id,
+        run_id: run._id,
+        turn: 0,
+        provider_call_id: "toolu_1",
+        tool_name: c.tool_name,
+        terminal: "completed",
+        result,
+        attached_at: new Date(),
+      }),
+    ).toBe("inserted");
+    expect((await store.getResult(c._id))?.result).toEqual(result);
+    expect((await store.resultsOf(run._id)).map((r) => r.result)).toEqual([result]);
+    expect(await store.succeededTools(run._id, ["search_sources", "fetch_document"])).toEqual(["search_sources"]);
+  });
+
+  it("finds a call by id, a host's on its own and a managed run's in the answer of its turn", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    const hosts = call(run, 0);
+    const managed = call(run, 1);
+    await store.insertCalls([hosts]);
+    await store.recordTurn(answer(run, 1, [managed]));
+    expect(await store.getCall(hosts._id)).toEqual(hosts);
+    expect(await store.getCall(managed._id)).toEqual(managed);
+    expect(await store.getCall(newCallId())).toBeNull();
+    expect((await store.callsOf(run._id)).map((x) => x._id).sort()).toEqual([hosts._id, managed._id].sort());
   });
 });

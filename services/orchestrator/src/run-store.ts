@@ -46,13 +46,16 @@ export interface CallRecord {
 
 /** A model turn's answer, recorded once: the first recorder wins, so a turn never runs two sets of calls. */
 export interface TurnRecord {
-  /** `<run_id>:<turn>` */
+  /** `<run_id>:<turn>:answer` */
   _id: string;
+  kind: "answer";
   run_id: RunId;
   turn: number;
   response: ModelResponse;
   /** The calls of this response, so a restart can re-create anything not persisted before a crash. */
   calls: CallRecord[];
+  /** Their ids, so that a call is found by id in the turn that proposed it (an indexed list). */
+  call_id: CallId[];
   tokens: number;
   at: Date;
 }
@@ -88,21 +91,83 @@ export type RunEnd = {
   turn: number;
   final_text: string;
   tool_calls: number;
-} & (
-  | { status: "stopped"; stop_reason: StopReason }
-  /** A completion's responses and usage, including its last turn; a stop leaves the run's as they are. */
-  | { status: "completed"; responses: RunRecord["responses"]; usage: Usage }
-);
+} &
+  /** A stop's responses and usage, when the process that stopped the run knew them (it drove the run). */
+  (
+    | { status: "stopped"; stop_reason: StopReason; responses?: RunRecord["responses"]; usage?: Usage }
+    /** A completion's responses and usage, including its last turn; a stop leaves the run's as they are. */
+    | { status: "completed"; responses: RunRecord["responses"]; usage: Usage }
+  );
 
-/** Who plays a run's model turn (`<run_id>:<turn>`) or ends it (`<run_id>:end`): one claim per key. */
+/**
+ * How an outcome is kept: the result envelope and the call as JSON text. Tool data is untrusted and may hold
+ * keys such as "$ref" or "a.b", which a document field cannot (FerretDB refuses them, MongoDB restricts them);
+ * and a field of text costs FerretDB far less to store than the fields it would otherwise be.
+ */
+interface StoredResult {
+  _id: CallId;
+  run_id: RunId;
+  turn: number;
+  provider_call_id: string;
+  tool_name: string;
+  terminal: TerminalCallEventType;
+  /** The envelope's `ok`, for the queries that ask which tools succeeded (taint). */
+  ok: boolean;
+  result_json: string;
+  duration_ms?: number;
+  attached_at: Date;
+}
+
+function storedResult({ result, ...rest }: CallResultRecord): StoredResult {
+  return { ...rest, ok: result.ok, result_json: JSON.stringify(result) };
+}
+
+function resultOf({ ok: _ok, result_json, ...rest }: StoredResult): CallResultRecord {
+  return { ...rest, result: JSON.parse(result_json) as ResultEnvelope };
+}
+
+/** Who plays a run's model turn: one claim per turn, `<run_id>:<turn>`. */
 export interface TurnClaim {
   _id: string;
+  kind: "claim";
   run_id: RunId;
   turn: number;
   owner: string;
   at: Date;
-  end?: RunEnd;
 }
+
+/** A turn that will never be answered: the run ended first (`<run_id>:<turn>:answer`, like the answer it bars). */
+export interface TurnClosed {
+  _id: string;
+  kind: "closed";
+  run_id: RunId;
+  turn: number;
+  at: Date;
+}
+
+/** How a run ended, claimed once (`<run_id>:end`): the first of a completion and a stop wins. */
+export interface EndClaim {
+  _id: string;
+  kind: "end";
+  run_id: RunId;
+  turn: number;
+  owner: string;
+  at: Date;
+  end: RunEnd;
+}
+
+/**
+ * The steps of a managed run, each an insert on a unique id, so that each is claimed once on MongoDB and on
+ * FerretDB alike (FerretDB's conditional updates are a read and a write): who plays a turn, what the model
+ * answered in it (or that it was closed by the run's end), and how the run ended. One collection, so that a
+ * turn's claim and answer, or an end and the turns it closes, are written by one command.
+ */
+export type RunStep = TurnClaim | TurnRecord | TurnClosed | EndClaim;
+
+/** What recording a turn's answer found: this one recorded, another recorder's first, or the run ended. */
+export type TurnRecording = { kind: "recorded" } | { kind: "recorded_before"; first: TurnRecord } | { kind: "closed" };
+
+const answerId = (runId: RunId, turn: number): string => `${runId}:${turn}:answer`;
 
 /** The fields of a run's progress that the loop updates turn by turn. */
 export type RunProgress = Partial<Pick<RunRecord, "turn" | "awaiting" | "responses" | "usage" | "tool_calls">>;
@@ -111,23 +176,21 @@ export type RunProgress = Partial<Pick<RunRecord, "turn" | "awaiting" | "respons
 export class RunStore {
   readonly runs: Collection<RunRecord>;
   readonly calls: Collection<CallRecord>;
-  readonly results: Collection<CallResultRecord>;
-  readonly turnClaims: Collection<TurnClaim>;
+  readonly results: Collection<StoredResult>;
+  readonly steps: Collection<RunStep>;
   readonly approvalWaits: Collection<ApprovalWait>;
-  readonly turns: Collection<TurnRecord>;
-  readonly #claimInserts: InsertBatcher<TurnClaim>;
+  readonly #stepInserts: InsertBatcher<RunStep>;
   readonly #callInserts: InsertBatcher<CallRecord>;
-  readonly #resultInserts: InsertBatcher<CallResultRecord>;
+  readonly #resultInserts: InsertBatcher<StoredResult>;
   readonly #runInserts: InsertBatcher<RunRecord>;
 
   constructor(db: Db) {
     this.runs = db.collection<RunRecord>("runs");
     this.calls = db.collection<CallRecord>("calls");
-    this.results = db.collection<CallResultRecord>("call_results");
-    this.turnClaims = db.collection<TurnClaim>("turn_claims");
+    this.results = db.collection<StoredResult>("call_results");
+    this.steps = db.collection<RunStep>("run_steps");
     this.approvalWaits = db.collection<ApprovalWait>("approval_waits");
-    this.turns = db.collection<TurnRecord>("turns");
-    this.#claimInserts = new InsertBatcher(this.turnClaims);
+    this.#stepInserts = new InsertBatcher(this.steps);
     this.#callInserts = new InsertBatcher(this.calls);
     this.#resultInserts = new InsertBatcher(this.results);
     this.#runInserts = new InsertBatcher(this.runs);
@@ -136,6 +199,10 @@ export class RunStore {
   async ensureIndexes(): Promise<void> {
     await this.calls.createIndex({ run_id: 1, turn: 1 });
     await this.results.createIndex({ run_id: 1, turn: 1 });
+    await this.steps.createIndex({ run_id: 1 });
+    await this.steps.createIndex({ call_id: 1 });
+    // Restarts and full sweeps look for the runs still running; the rest of the collection only grows.
+    await this.runs.createIndex({ status: 1 });
   }
 
   insertRun(run: RunRecord): Promise<InsertOutcome> {
@@ -149,7 +216,7 @@ export class RunStore {
 
   /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
   attachResult(result: CallResultRecord): Promise<InsertOutcome> {
-    return this.#resultInserts.insert(result);
+    return this.#resultInserts.insert(storedResult(result));
   }
 
   /**
@@ -157,22 +224,29 @@ export class RunStore {
    * atomic on MongoDB and on FerretDB alike (FerretDB's conditional update is a read then a write).
    */
   async claimTurn(runId: RunId, turn: number, owner: string): Promise<boolean> {
-    return (await this.#claimInserts.insert({ _id: `${runId}:${turn}`, run_id: runId, turn, owner, at: new Date() })) === "inserted";
+    return (await this.#stepInserts.insert({ _id: `${runId}:${turn}`, kind: "claim", run_id: runId, turn, owner, at: new Date() })) === "inserted";
   }
 
   /**
    * Ends a managed run unless it has ended already: true for the caller that ended it. The end is claimed by
-   * insert first (atomic on MongoDB and FerretDB), then mirrored into the run document.
+   * insert (atomic on MongoDB and FerretDB), together with closing the answers of `closeTurns` (so that a turn
+   * being played meanwhile finds its answer taken and proposes nothing), then mirrored into the run document.
    */
-  async endRun(runId: RunId, owner: string, end: RunEnd): Promise<boolean> {
-    if ((await this.#claimInserts.insert({ _id: `${runId}:end`, run_id: runId, turn: end.turn, owner, at: new Date(), end })) !== "inserted") return false;
+  async endRun(runId: RunId, owner: string, end: RunEnd, closeTurns: readonly number[] = []): Promise<boolean> {
+    const at = new Date();
+    const [claimed] = await Promise.all([
+      this.#stepInserts.insert({ _id: `${runId}:end`, kind: "end", run_id: runId, turn: end.turn, owner, at, end }),
+      ...closeTurns.map((turn) => this.#stepInserts.insert({ _id: answerId(runId, turn), kind: "closed", run_id: runId, turn, at })),
+    ]);
+    if (claimed !== "inserted") return false;
     await this.runs.updateOne({ _id: runId }, { $set: endFields(end) });
     return true;
   }
 
   /** How the run ended, if it has. */
   async endOf(runId: RunId): Promise<RunEnd | undefined> {
-    return (await this.turnClaims.findOne({ _id: `${runId}:end` }))?.end;
+    const step = await this.steps.findOne({ _id: `${runId}:end` });
+    return step?.kind === "end" ? step.end : undefined;
   }
 
   /**
@@ -193,45 +267,77 @@ export class RunStore {
     await this.runs.updateOne({ _id: runId }, { $set: endFields(end) });
   }
 
-  /** Records a turn's response; false when another process recorded this turn first. */
-  async recordTurn(record: TurnRecord): Promise<boolean> {
-    try {
-      await this.turns.insertOne(record);
-      return true;
-    } catch (error) {
-      if ((error as { code?: number }).code === 11000) return false;
-      throw error;
-    }
+  /**
+   * Records a turn's answer unless another recorder did first (its answer is returned) or the run ended before
+   * it (the turn was closed). Goes out with whatever else the run's steps write at that moment (the turn's claim).
+   */
+  async recordTurn(record: Omit<TurnRecord, "_id" | "kind" | "call_id">): Promise<TurnRecording> {
+    const _id = answerId(record.run_id, record.turn);
+    if ((await this.#stepInserts.insert({ ...record, _id, kind: "answer", call_id: record.calls.map((c) => c._id) })) === "inserted")
+      return { kind: "recorded" };
+    const first = await this.steps.findOne({ _id });
+    if (first?.kind === "answer") return { kind: "recorded_before", first };
+    // Closed by the run's end (or, for a moment, neither: purged with the run). Either way nothing is proposed.
+    return { kind: "closed" };
   }
 
-  getTurn(runId: RunId, turn: number): Promise<TurnRecord | null> {
-    return this.turns.findOne({ _id: `${runId}:${turn}` });
+  /** A turn's recorded answer, if the model gave one (and the turn was not closed by the run's end). */
+  async getTurn(runId: RunId, turn: number): Promise<TurnRecord | null> {
+    const step = await this.steps.findOne({ _id: answerId(runId, turn) });
+    return step?.kind === "answer" ? step : null;
+  }
+
+  /** Every recorded answer of a run, in turn order: what the model answered and which calls each answer made. */
+  async turnsOf(runId: RunId): Promise<TurnRecord[]> {
+    return (await this.steps.find({ run_id: runId }).toArray()).filter((s): s is TurnRecord => s.kind === "answer").sort((a, b) => a.turn - b.turn);
+  }
+
+  /**
+   * The highest model turn of a run anyone has claimed, probing claims by id upward from `from` (a turn known
+   * to be claimed: the run document, written behind the claims, never runs ahead of them).
+   */
+  async latestClaimedTurn(runId: RunId, from: number): Promise<number> {
+    let turn = from;
+    while (await this.steps.findOne({ _id: `${runId}:${turn + 1}` }, { projection: { _id: 1 } })) turn += 1;
+    return turn;
+  }
+
+  /** Ids of the runs whose documents say they are running (an indexed lookup, not a scan). */
+  async runningRunIds(): Promise<RunId[]> {
+    return (await this.runs.find({ status: "running" }, { projection: { _id: 1 } }).toArray()).map((r) => r._id);
   }
 
   getRun(runId: RunId): Promise<RunRecord | null> {
     return this.runs.findOne({ _id: runId });
   }
 
-  getCall(callId: CallId): Promise<CallRecord | null> {
-    return this.calls.findOne({ _id: callId });
+  /** A call's record: a host's call on its own, a managed run's in the answer of the turn that proposed it. */
+  async getCall(callId: CallId): Promise<CallRecord | null> {
+    const [own, turn] = await Promise.all([this.calls.findOne({ _id: callId }), this.steps.findOne({ call_id: callId })]);
+    return own ?? (turn?.kind === "answer" ? (turn.calls.find((c) => c._id === callId) ?? null) : null);
   }
 
-  getResult(callId: CallId): Promise<CallResultRecord | null> {
-    return this.results.findOne({ _id: callId });
+  async getResult(callId: CallId): Promise<CallResultRecord | null> {
+    const stored = await this.results.findOne({ _id: callId });
+    return stored ? resultOf(stored) : null;
   }
 
-  callsOf(runId: RunId): Promise<CallRecord[]> {
-    return this.calls.find({ run_id: runId }).sort({ created_at: 1 }).toArray();
+  /** The calls of a run, oldest first: a host's on their own, a managed run's in the answers of its turns. */
+  async callsOf(runId: RunId): Promise<CallRecord[]> {
+    const [own, turns] = await Promise.all([this.calls.find({ run_id: runId }).toArray(), this.turnsOf(runId)]);
+    const byId = new Map<CallId, CallRecord>();
+    for (const call of [...turns.flatMap((t) => t.calls), ...own]) byId.set(call._id, call);
+    return [...byId.values()].sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order);
   }
 
-  resultsOf(runId: RunId): Promise<CallResultRecord[]> {
-    return this.results.find({ run_id: runId }).toArray();
+  async resultsOf(runId: RunId): Promise<CallResultRecord[]> {
+    return (await this.results.find({ run_id: runId }).toArray()).map(resultOf);
   }
 
   /** Which of `tools` returned a successful result in the run (reads only those results, not the whole run). */
   async succeededTools(runId: RunId, tools: readonly string[]): Promise<string[]> {
     if (tools.length === 0) return [];
-    const rows = await this.results.find({ run_id: runId, tool_name: { $in: [...tools] }, "result.ok": true }, { projection: { tool_name: 1 } }).toArray();
+    const rows = await this.results.find({ run_id: runId, tool_name: { $in: [...tools] }, ok: true }, { projection: { tool_name: 1 } }).toArray();
     return [...new Set(rows.map((r) => r.tool_name))];
   }
 
@@ -239,8 +345,8 @@ export class RunStore {
     return this.calls.find({ run_id: runId, turn }).toArray();
   }
 
-  resultsOfTurn(runId: RunId, turn: number): Promise<CallResultRecord[]> {
-    return this.results.find({ run_id: runId, turn }).toArray();
+  async resultsOfTurn(runId: RunId, turn: number): Promise<CallResultRecord[]> {
+    return (await this.results.find({ run_id: runId, turn }).toArray()).map(resultOf);
   }
 
   /** Records that a call waits for approval; the first record stands. */
@@ -269,7 +375,10 @@ function endFields(end: RunEnd): Partial<RunRecord> {
     awaiting: "nothing",
     final_text: end.final_text,
     tool_calls: end.tool_calls,
-    ...(end.status === "stopped" ? { stop_reason: end.stop_reason } : { responses: end.responses, usage: end.usage }),
+    turn: end.turn,
+    ...(end.status === "stopped" ? { stop_reason: end.stop_reason } : {}),
+    ...(end.responses ? { responses: end.responses } : {}),
+    ...(end.usage ? { usage: end.usage } : {}),
     updated_at: new Date(),
   };
 }
