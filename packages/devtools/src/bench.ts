@@ -217,6 +217,8 @@ interface RunFigures {
   cpu: Record<string, number>;
   /** Per service: database commands (`db.<command>.<role>.<collection>`) and publishes per call under load. */
   counters: Record<string, Record<string, number>>;
+  /** The same, per call of the idle phase (nothing batches there). */
+  idleCounters: Record<string, Record<string, number>>;
   path: PathSummary | undefined;
   tables: TableStats[] | undefined;
   bare: BarePipelineResult | undefined;
@@ -259,7 +261,7 @@ async function oneRun(index: number): Promise<RunFigures> {
     // Each phase starts once the services (audit above all) have caught up with the previous one's events.
     await stack.quiesce();
     const tablesBefore = await readTableStats(PG_URL, stack.name);
-    await statsOf(stack); // hands over (and drops) the warm-up's spans
+    const beforeIdle = await statsOf(stack); // also hands over (and drops) the warm-up's spans
     const idleCalls = Number(args["idle-calls"]);
     const idlePhase = await closedLoop(clients, 1, 60, idleCalls);
     const idle = summarize("idle (1 call at a time)", idlePhase);
@@ -272,6 +274,7 @@ async function oneRun(index: number): Promise<RunFigures> {
       .map((call) => criticalPath(call, { orchestrator: traced.orchestrator?.trace ?? [], policy: traced.policy?.trace ?? [], executor: executorTrace }))
       .filter((p): p is Step[] => p !== undefined);
     const path = summarizePaths(paths, commandOwner(stack.name));
+    const idleCounters = countersPerCall(beforeIdle, traced, idlePhase.calls);
 
     const cpuBefore = readCpu(cpuGroups);
     const loaded = await closedLoop(clients, concurrency, Number(args.duration));
@@ -317,6 +320,7 @@ async function oneRun(index: number): Promise<RunFigures> {
       duplicates: effects.duplicates.length + repeated,
       cpu,
       counters: renameDatabases(counters, stack.name),
+      idleCounters: renameDatabases(idleCounters, stack.name),
       path: path && renamePath(path, stack.name),
       tables: tables?.map((t) => ({ ...t, collection: t.collection.replace(`${stack.name}_`, "") })),
       bare,
@@ -376,7 +380,10 @@ function report(runs: RunFigures[]): void {
   if (path) {
     console.log(`\nwhere an idle call's time goes (median over ${path.calls} calls of one run; µs):`);
     for (const step of path.steps) {
-      const db = step.commands.length === 0 ? "" : `  db ${step.sequential} sequential: ${step.commands.join(", ")}`;
+      const db =
+        step.commands.length === 0
+          ? ""
+          : `  of which ${fmt(step.databaseUs, 0)} in ${step.sequential} sequential db round trip(s): ${step.commands.join(", ")}`;
       console.log(`  ${step.name.padEnd(36)} ${fmt(step.medianUs, 0).padStart(7)}${db}`);
     }
     const seq = median(runs.map((r) => r.path?.sequential.runtime.median ?? Number.NaN));
@@ -412,6 +419,15 @@ function report(runs: RunFigures[]): void {
     for (const [k, v] of pub.sort((a, b) => b[1] - a[1])) console.log(`      ${fmt(v, 3).padStart(6)}  publish ${k.slice("bus.publish.".length)}`);
   }
   console.log(`  all services   db ${fmt(commands)} commands, ${fmt(publishes)} publishes per call`);
+  const idleCommands = median(
+    runs.map((r) =>
+      Object.values(r.idleCounters)
+        .flatMap((c) => Object.entries(c))
+        .filter(([k]) => k.startsWith("db."))
+        .reduce((sum, [, v]) => sum + v, 0),
+    ),
+  );
+  console.log(`  idle (one call at a time, nothing to batch with): db ${fmt(idleCommands)} commands per call`);
 
   const tables = runs.map((r) => r.tables).find((t) => t !== undefined);
   if (tables) {
@@ -426,16 +442,24 @@ function report(runs: RunFigures[]): void {
   } else console.log(`\nPostgreSQL table counters: not available (psql could not reach ${PG_URL.replace(/\/\/[^@]*@/, "//")})`);
 
   if (path) {
-    // A MongoDB round trip is cheaper than FerretDB's (which relays each command to PostgreSQL in a transaction);
-    // only the sequential ones on the critical path move the idle latency.
+    // A MongoDB round trip is cheaper than FerretDB's (which relays each command to PostgreSQL in a transaction
+    // of its own); only the sequential ones on the critical path move the idle latency.
     const rtt = Number(args["mongo-rtt-ms"]);
     const idleP50 = median(runs.map((r) => r.idleP50));
-    const dbSteps = path.steps.filter((s) => s.commands.length > 0);
+    const ferretMs = path.steps.reduce((sum, s) => sum + s.databaseUs, 0) / 1000;
+    const sequential = path.sequential.runtime.median + path.sequential.tool.median;
+    const docs = tables
+      ? tables.reduce((sum, t) => sum + t.inserted, 0) / Math.max(1, tables.find((t) => t.collection.endsWith("idempotency_keys"))?.inserted ?? 1)
+      : undefined;
+    console.log(`\nprojection to MongoDB (the inputs, then what they give with a ${rtt} ms journaled round trip, --mongo-rtt-ms):`);
     console.log(
-      `\nprojection to MongoDB: ${commands.toFixed(1)} commands per call under load (batched inserts, no reads on the path);` +
-        ` the critical path waits for ${path.sequential.runtime.median} sequential round trips (+${path.sequential.tool.median} by the tool).` +
-        ` With a ${rtt} ms journaled round trip instead of FerretDB's, idle p50 ≈ ${fmt(idleP50)} ms − the FerretDB time of those steps` +
-        ` (${dbSteps.map((s) => s.name.split(":")[0]).join(", ")}) + ${fmt((path.sequential.runtime.median + path.sequential.tool.median) * rtt)} ms.`,
+      `  idle: the critical path spends ${fmt(ferretMs)} ms in ${sequential} sequential FerretDB round trips;` +
+        ` on MongoDB idle p50 ≈ ${fmt(idleP50)} − ${fmt(ferretMs)} + ${sequential} × ${rtt} = ${fmt(idleP50 - ferretMs + sequential * rtt)} ms`,
+    );
+    console.log(
+      `  load: ${fmt(commands)} commands per call (inserts, batched; no reads on the path)` +
+        (docs === undefined ? "" : `, ${fmt(docs)} documents per call`) +
+        `; the services and NATS spent ${fmt(total - (cpu.ferretdb ?? 0) - (cpu.postgres ?? 0))} ms of CPU per call, FerretDB and PostgreSQL ${fmt((cpu.ferretdb ?? 0) + (cpu.postgres ?? 0))} ms`,
     );
   }
   if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs }, null, 2));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { criticalPath, roundTrips, summarizePaths } from "./critical-path.js";
+import { busyTime, criticalPath, roundTrips, summarizePaths } from "./critical-path.js";
 
 describe("roundTrips", () => {
   it("counts overlapping commands once and back-to-back ones each", () => {
@@ -12,6 +12,18 @@ describe("roundTrips", () => {
         { startUs: 30, endUs: 31 },
       ]),
     ).toBe(3);
+  });
+});
+
+describe("busyTime", () => {
+  it("counts the time any command ran, overlaps once", () => {
+    expect(
+      busyTime([
+        { startUs: 0, endUs: 10 },
+        { startUs: 5, endUs: 12 },
+        { startUs: 20, endUs: 25 },
+      ]),
+    ).toBe(17);
   });
 });
 
@@ -54,7 +66,7 @@ describe("criticalPath", () => {
     expect(steps[4]!.commands.map((c) => c.name)).toEqual(["db.insert.rt.idempotency_keys", "db.insert.tools.effects", "db.insert.rt.idempotency_keys_steps"]);
     const summary = summarizePaths([steps], (c) => (c.includes(".tools.") ? "tool" : "runtime"))!;
     expect(summary.sequential).toEqual({ runtime: { median: 2, max: 2 }, tool: { median: 1, max: 1 } });
-    expect(summary.steps[4]).toMatchObject({ sequential: 3 });
+    expect(summary.steps[4]).toMatchObject({ sequential: 3, databaseUs: 140 + 90 + 190 });
   });
 
   it("gives up on a call whose spans are missing", () => {

@@ -66,10 +66,22 @@ export function roundTrips(commands: readonly { startUs: number; endUs: number }
   return groups;
 }
 
+/** How long at least one of the commands was running: the time the step spent waiting for the database. */
+export function busyTime(commands: readonly { startUs: number; endUs: number }[]): number {
+  let busy = 0;
+  let end = -Infinity;
+  for (const c of [...commands].sort((a, b) => a.startUs - b.startUs)) {
+    busy += Math.max(0, c.endUs - Math.max(c.startUs, end));
+    end = Math.max(end, c.endUs);
+  }
+  return busy;
+}
+
 /** The median critical path of many calls: per step the median duration and the most common commands. */
 export interface PathSummary {
   calls: number;
-  steps: { name: string; medianUs: number; commands: string[]; sequential: number }[];
+  /** Per step: median duration, the usual commands, how many round trips they took, and the median time spent in them. */
+  steps: { name: string; medianUs: number; commands: string[]; sequential: number; databaseUs: number }[];
   /** Median and worst number of sequential database round trips per call, the runtime's and the tool's own apart. */
   sequential: Record<"runtime" | "tool", { median: number; max: number }>;
 }
@@ -92,6 +104,7 @@ export function summarizePaths(paths: readonly Step[][], owner: CommandOwner): P
       medianUs: median(all.map((s) => s.durationUs)),
       commands: common === "" ? [] : common.split(" "),
       sequential: median(all.map((s) => roundTrips(s.commands))),
+      databaseUs: median(all.map((s) => busyTime(s.commands))),
     };
   });
   const perCall = (who: "runtime" | "tool"): { median: number; max: number } => {
