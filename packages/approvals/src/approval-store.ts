@@ -35,8 +35,11 @@ export interface ApprovalRequestRecord {
   event_seq: number;
   requested_at: Date;
   expires_at: Date;
-  /** A hint for listing (false once decided); the decision record is the truth. */
-  open: boolean;
+  /**
+   * A hint for listing and sweeping (`closed` once decided; the decision record is the truth), kept in a field
+   * the store indexes for equality: the sweeps ask for the open requests every second, never scan the rest.
+   */
+  status: "open" | "closed";
 }
 
 /**
@@ -68,6 +71,8 @@ export interface ApprovalDecisionRecord {
   grant_expires_at?: Date;
   /** When its events were published; absent until then (any replica republishes, event ids deduplicate). */
   published_at?: Date;
+  /** Whether its events were published, in a field the store indexes for equality (what the sweeps ask for). */
+  status: "unpublished" | "published";
 }
 
 /** Why the executor refuses an approval. */
@@ -92,7 +97,7 @@ const isDuplicate = (error: unknown): boolean => (error as { code?: unknown }).c
 
 /**
  * Approval requests, decisions and consumptions in MongoDB (or FerretDB). Every transition that must happen at
- * most once is an insert on a unique `_id`; later writes are single-writer hints (`open`, `published_at`).
+ * most once is an insert on a unique `_id`; later writes are single-writer hints (`status`, `published_at`).
  */
 export class MongoApprovalStore {
   readonly requests: Collection<ApprovalRequestRecord>;
@@ -108,8 +113,15 @@ export class MongoApprovalStore {
   /** Creates the indexes that listing and sweeping use (policy's job; the executor reads by `_id` only). */
   async ensureIndexes(): Promise<void> {
     await Promise.all([
-      this.requests.createIndex({ open: 1, tenant: 1, expires_at: 1 }, { name: "open_tenant_expiry" }),
-      this.decisions.createIndex({ published_at: 1, decided_at: 1 }, { name: "unpublished" }),
+      this.requests.createIndex({ status: 1, tenant: 1, expires_at: 1 }, { name: "status_tenant_expiry" }),
+      this.decisions.createIndex({ status: 1, decided_at: 1 }, { name: "status_decided" }),
+    ]);
+    // Records of versions before `status` was kept: read once here, never by the sweeps.
+    await Promise.all([
+      this.requests.updateMany({ open: true }, { $set: { status: "open" }, $unset: { open: "" } } as never),
+      this.requests.updateMany({ open: false }, { $set: { status: "closed" }, $unset: { open: "" } } as never),
+      this.decisions.updateMany({ status: { $exists: false }, published_at: { $exists: true } }, { $set: { status: "published" } }),
+      this.decisions.updateMany({ status: { $exists: false } }, { $set: { status: "unpublished" } }),
     ]);
   }
 
@@ -138,8 +150,9 @@ export class MongoApprovalStore {
     return this.consumptions.findOne({ _id: id });
   }
 
-  /** Records the decision unless one exists; returns the decision that stands. */
-  async decide(record: ApprovalDecisionRecord): Promise<{ won: boolean; decision: ApprovalDecisionRecord }> {
+  /** Records the decision (its events not yet published) unless one exists; returns the decision that stands. */
+  async decide(decision: Omit<ApprovalDecisionRecord, "status">): Promise<{ won: boolean; decision: ApprovalDecisionRecord }> {
+    const record: ApprovalDecisionRecord = { ...decision, status: "unpublished" };
     try {
       await this.decisions.insertOne(record);
     } catch (error) {
@@ -155,35 +168,37 @@ export class MongoApprovalStore {
 
   /** Marks a request as no longer open (a listing hint; idempotent). */
   async close(id: string): Promise<void> {
-    await this.requests.updateOne({ _id: id }, { $set: { open: false } });
+    await this.requests.updateOne({ _id: id }, { $set: { status: "closed" } });
   }
 
   /** Marks a decision's events as published (idempotent). */
   async markPublished(id: string, at: Date): Promise<void> {
-    await this.decisions.updateOne({ _id: id }, { $set: { published_at: at } });
+    await this.decisions.updateOne({ _id: id }, { $set: { published_at: at, status: "published" } });
   }
 
-  /** Requests still marked open, optionally of one tenant, call or run, oldest expiry first. */
-  openRequests(filter: { tenant?: string; expiredBy?: Date; callId?: string; runId?: string }, limit: number): Promise<ApprovalRequestRecord[]> {
-    return this.requests
+  /**
+   * Requests still marked open, optionally of one tenant, call or run, oldest expiry first. Only equality is
+   * asked of the store (an index lookup of the open requests, on MongoDB and FerretDB alike); the expiry and the
+   * order are applied to that small set here.
+   */
+  async openRequests(filter: { tenant?: string; expiredBy?: Date; callId?: string; runId?: string }, limit: number): Promise<ApprovalRequestRecord[]> {
+    const open = await this.requests
       .find({
-        open: true,
+        status: "open",
         ...(filter.tenant === undefined ? {} : { tenant: filter.tenant }),
         ...(filter.callId === undefined ? {} : { call_id: filter.callId }),
         ...(filter.runId === undefined ? {} : { run_id: filter.runId }),
-        ...(filter.expiredBy === undefined ? {} : { expires_at: { $lte: filter.expiredBy } }),
       })
-      .sort({ expires_at: 1, _id: 1 })
-      .limit(limit)
       .toArray();
+    return open
+      .filter((r) => filter.expiredBy === undefined || r.expires_at <= filter.expiredBy)
+      .sort((a, b) => a.expires_at.getTime() - b.expires_at.getTime() || a._id.localeCompare(b._id))
+      .slice(0, limit);
   }
 
-  /** Decisions whose events were not (yet) published, decided before `before`. */
-  unpublishedDecisions(before: Date, limit: number): Promise<ApprovalDecisionRecord[]> {
-    return this.decisions
-      .find({ published_at: { $exists: false }, decided_at: { $lte: before } })
-      .limit(limit)
-      .toArray();
+  /** Decisions whose events were not (yet) published, decided before `before` (an index lookup, as above). */
+  async unpublishedDecisions(before: Date, limit: number): Promise<ApprovalDecisionRecord[]> {
+    return (await this.decisions.find({ status: "unpublished" }).toArray()).filter((d) => d.decided_at <= before).slice(0, limit);
   }
 
   /** Decisions of these approvals, by id. */
@@ -209,8 +224,8 @@ export class MongoApprovalStore {
   /** Deletes requests, decisions and consumptions older than `before` (explicit retention: no TTL indexes). */
   async purge(before: Date): Promise<number> {
     const [requests, decisions, consumptions] = await Promise.all([
-      this.requests.deleteMany({ expires_at: { $lt: before }, open: false }),
-      this.decisions.deleteMany({ decided_at: { $lt: before }, published_at: { $exists: true } }),
+      this.requests.deleteMany({ expires_at: { $lt: before }, status: "closed" }),
+      this.decisions.deleteMany({ decided_at: { $lt: before }, status: "published" }),
       this.consumptions.deleteMany({ at: { $lt: before } }),
     ]);
     return requests.deletedCount + decisions.deletedCount + consumptions.deletedCount;

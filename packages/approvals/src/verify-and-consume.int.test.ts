@@ -52,7 +52,7 @@ async function approvedCall(
     event_seq: 2,
     requested_at: new Date(T0),
     expires_at: new Date(T0 + 600_000),
-    open: true,
+    status: "open",
   };
   await store.request(request);
   if (outcome !== "pending") {

@@ -1,4 +1,4 @@
-import type { CallId, RunId } from "@toolgate/contracts";
+import type { RunId } from "@toolgate/contracts";
 import { describe, expect, it } from "vitest";
 import type { ActiveRun } from "./loop-state.js";
 import type { CallRecord, RunRecord, TurnRecord } from "./run-store.js";
@@ -22,7 +22,7 @@ const run: RunRecord = {
   updated_at: new Date(0),
 };
 const call = (id: string, turn: number, signature = "sig"): CallRecord => ({
-  _id: id as CallId,
+  _id: id,
   run_id: runId,
   turn,
   provider_call_id: id,

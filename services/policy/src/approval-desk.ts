@@ -123,7 +123,7 @@ export class ApprovalDesk {
       event_seq: proposal.seq + 1,
       requested_at: now,
       expires_at: new Date(now.getTime() + this.#deps.requestTtlMs),
-      open: true,
+      status: "open",
     };
     const { record } = await this.#deps.store.request(request);
     await this.#deps.bus.publish(
@@ -261,7 +261,7 @@ export class ApprovalDesk {
     const policies = this.#deps.policies();
     const recheck = outcome === "approved" ? this.#recheck(policies, request, now) : undefined;
     const note = body.note?.slice(0, 400);
-    const record: ApprovalDecisionRecord = {
+    const record: Omit<ApprovalDecisionRecord, "status"> = {
       _id: id,
       call_id: request.call_id,
       outcome: recheck ? "revoked" : outcome,
