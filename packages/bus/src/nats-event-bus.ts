@@ -202,8 +202,10 @@ export class NatsEventBus implements EventBus {
       try {
         await this.#ensureConsumer(durable, filter, spec);
         const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
-        // Pull a little more than we can run so the next message is already here when a slot frees up.
-        subscriptions.push(await consumer.consume({ max_messages: Math.max(spec.slots * 2, 16), callback: deliver(durable) }));
+        // Ask for no more than the slots: replicas sharing the consumer then share its messages (one that asked for
+        // more would hold messages back while another stands idle). The library asks again as messages arrive,
+        // so the next one is usually here when a slot frees up.
+        subscriptions.push(await consumer.consume({ max_messages: spec.slots, callback: deliver(durable) }));
       } catch (error) {
         // Leave nothing running for the filters that did start.
         await stop();

@@ -14,7 +14,7 @@ const AuditEnvSchema = z.object({
    * How long an event waits for others to share its ledger block when audit is idle (under load blocks fill
    * while the previous insert is in flight and nothing waits). Audit is off every call's critical path.
    */
-  AUDIT_LINGER_MS: z.coerce.number().int().min(0).max(1_000).default(10),
+  AUDIT_LINGER_MS: z.coerce.number().int().min(0).max(1_000).default(50),
   HTTP_HOST: z.string().default("127.0.0.1"),
   /** 0 picks a free port (reported in the `ready` log line). */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8082),
