@@ -96,7 +96,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000): Promise<NatsEventBus> {
+async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false): Promise<NatsEventBus> {
   const bus = await NatsEventBus.connect({
     servers: testInfra().natsUrl,
     name: "bus-test",
@@ -104,14 +104,15 @@ async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000
     maxEventBytes: MAX_EVENT_BYTES,
     stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs },
     logger,
+    traceSpans,
   });
   cleanups.push(() => bus.close());
   return bus;
 }
 
-async function harness(): Promise<Harness> {
+async function harness(options: { traceSpans?: boolean } = {}): Promise<Harness> {
   const subjects = subjectCatalogue(uniqueName("t"));
-  const bus = await connectBus(subjects);
+  const bus = await connectBus(subjects, 60_000, options.traceSpans ?? false);
   const nc = bus.connection;
   const jsm = await jetstreamManager(nc);
   cleanups.push(async () => {
@@ -321,10 +322,37 @@ describe("NatsEventBus", () => {
     expect(calls).toBe(2);
   });
 
-  it("continues the publisher's trace in the handler", async () => {
-    const tracing = initTracing({ service: "test", exporter: "none" });
+  it("without spans, gives every event its run's trace id (the same in any service) and a span id of its own", async () => {
+    const h = await harness();
+    const seen: (string | undefined)[] = [];
+    await h.consume(spec(), async () => {
+      seen.push(traceIdOf());
+      return ACK;
+    });
+    const runId = newRunId();
+    const first = startedEvent(newCallId(), runId);
+    await h.bus.publish(first);
+    await h.bus.publish(startedEvent(newCallId(), runId));
+    await h.bus.publish(startedEvent());
+    await waitFor(() => seen.length === 3, { description: "the three events" });
+    // No span is made (nothing would read it): the handler runs outside any trace context.
+    expect(seen).toEqual([undefined, undefined, undefined]);
+    const headers = await Promise.all([1, 2, 3].map(async (seq) => (await h.jsm.streams.getMessage(h.subjects.stream, { seq }))!.header.get("traceparent")));
+    const [a, b, other] = headers.map((tp) => /^00-([0-9a-f]{32})-([0-9a-f]{16})-00$/.exec(tp)!);
+    expect(a![1]).toBe(b![1]);
+    expect(other![1]).not.toBe(a![1]);
+    expect(a![2]).not.toBe(b![2]);
+    // Derived, not remembered: another service (another connection) gives the run the same trace id.
+    const again = await connectBus(h.subjects);
+    await again.publish({ ...first, id: eventId(first.kind === "call" ? first.call_id : "", "started", 2), attempt: 2 });
+    await waitFor(() => seen.length === 4, { description: "the fourth event" });
+    expect((await h.jsm.streams.getMessage(h.subjects.stream, { seq: 4 }))!.header.get("traceparent").split("-")[1]).toBe(a![1]);
+  });
+
+  it("with spans, continues the publisher's trace in the handler", async () => {
+    const tracing = initTracing({ service: "test", exporter: "none", spans: true });
     try {
-      const h = await harness();
+      const h = await harness({ traceSpans: true });
       const seen: { traceId: string | undefined; parent: string | undefined }[] = [];
       await h.consume(spec(), async () => {
         seen.push({ traceId: traceIdOf(), parent: undefined });

@@ -17,7 +17,7 @@ import {
 } from "@nats-io/jetstream";
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
-import { parseEvent, type CallEventType, type EventRejection, type RunEventType, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { parseEvent, sha256, type CallEventType, type EventRejection, type RunEventType, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
 import { ackAction, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
@@ -55,6 +55,13 @@ export interface NatsEventBusOptions {
   publishTimeoutMs?: number;
   /** Counts publishes and deliveries by event type (and records their spans when tracing). */
   stats?: RuntimeStats;
+  /**
+   * Whether handlers run in a span continuing the publisher's trace, and publishes carry the active span's
+   * context (an OpenTelemetry setup with spans on). Without, every event still carries a W3C traceparent: its
+   * run's trace id (derived from the run id, so every service agrees without a word) and a span id derived
+   * from the event id.
+   */
+  traceSpans?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -137,7 +144,8 @@ export class NatsEventBus implements EventBus {
       throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
     }
     const h = natsHeaders();
-    propagation.inject(context.active(), h, headerSetter);
+    if (this.#options.traceSpans) propagation.inject(context.active(), h, headerSetter);
+    else h.set("traceparent", runTraceParent(event));
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
     const started = this.#stats.tracing ? epochMicros() : 0;
     try {
@@ -259,35 +267,62 @@ export class NatsEventBus implements EventBus {
     const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
     if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
     const event = parsed.event;
+    if (!this.#options.traceSpans) {
+      this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
+      return;
+    }
     const parent = propagation.extract(context.active(), msg.headers, headerGetter);
     await context.with(parent, () =>
       this.#tracer.startActiveSpan(
         `${spec.name} ${event.kind}.${event.type}`,
         { kind: SpanKind.CONSUMER, attributes: { "messaging.system": "nats", "messaging.destination.name": msg.subject, "toolgate.event_id": event.id } },
         async (span) => {
-          let outcome: { disposition: Disposition } | { error: unknown };
-          try {
-            outcome = { disposition: await handler(event, delivery) };
-          } catch (error) {
-            outcome = { error };
-            span.recordException(error as Error);
+          const outcome = await this.#outcome(handler, event, delivery, spec);
+          if ("error" in outcome) {
+            span.recordException(outcome.error as Error);
             span.setStatus({ code: SpanStatusCode.ERROR });
-            this.#log.warn({ err: error, consumer: spec.name, event_id: event.id, delivery: delivery.deliveryCount }, "handler failed; will redeliver");
           }
-          const action = ackAction(outcome, delivery);
-          this.#stats.add(`bus.${action.op}.${spec.name}`);
-          if (received > 0) this.#stats.record("in", event.id, received, epochMicros());
-          if (action.op === "ack") msg.ack();
-          else if (action.op === "nak") msg.nak(action.delayMs);
-          else {
-            this.#log.warn({ consumer: spec.name, event_id: event.id, reason: action.reason }, "message terminated");
-            // No reason on the wire: servers before 2.10 ignore "+TERM <reason>" and redeliver after the ack wait.
-            msg.term();
-          }
+          this.#settle(msg, spec, event, delivery, received, outcome);
           span.end();
         },
       ),
     );
+  }
+
+  /** Runs the handler; a throw is an outcome too ("transient, retry later"). */
+  async #outcome(
+    handler: EventHandler,
+    event: ToolgateEvent,
+    delivery: Delivery,
+    spec: ConsumerSpec,
+  ): Promise<{ disposition: Disposition } | { error: unknown }> {
+    try {
+      return { disposition: await handler(event, delivery) };
+    } catch (error) {
+      this.#log.warn({ err: error, consumer: spec.name, event_id: event.id, delivery: delivery.deliveryCount }, "handler failed; will redeliver");
+      return { error };
+    }
+  }
+
+  /** Acknowledges the message as the handler's outcome says. */
+  #settle(
+    msg: JsMsg,
+    spec: ConsumerSpec,
+    event: ToolgateEvent,
+    delivery: Delivery,
+    received: number,
+    outcome: { disposition: Disposition } | { error: unknown },
+  ): void {
+    const action = ackAction(outcome, delivery);
+    this.#stats.add(`bus.${action.op}.${spec.name}`);
+    if (received > 0) this.#stats.record("in", event.id, received, epochMicros());
+    if (action.op === "ack") msg.ack();
+    else if (action.op === "nak") msg.nak(action.delayMs);
+    else {
+      this.#log.warn({ consumer: spec.name, event_id: event.id, reason: action.reason }, "message terminated");
+      // No reason on the wire: servers before 2.10 ignore "+TERM <reason>" and redeliver after the ack wait.
+      msg.term();
+    }
   }
 
   async #reject(msg: JsMsg, spec: ConsumerSpec, rejection: EventRejection, onRejected: RejectionHandler | undefined): Promise<void> {
@@ -336,6 +371,14 @@ function durableNames(name: string, prefix: string, filters: readonly (string | 
   const names = filters.map((f, i) => (short.indexOf(short[i]!) === short.lastIndexOf(short[i]!) ? short[i]! : clean(tokensOf(f).join("_"))));
   if (new Set(names).size !== names.length) throw new TypeError(`consumer ${name}: filters ${filters.join(", ")} map to the same durable name`);
   return names;
+}
+
+/**
+ * A W3C traceparent for `event` without a span to take it from: the trace is its run (trace id derived from
+ * the run id), the span its event (span id derived from the event id), not sampled.
+ */
+function runTraceParent(event: ToolgateEvent): string {
+  return `00-${sha256(event.run_id).slice(7, 39)}-${sha256(event.id).slice(7, 23)}-00`;
 }
 
 function subjectMismatch(subjects: SubjectCatalogue, subject: string, event: ToolgateEvent): EventRejection | undefined {

@@ -31,6 +31,8 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     stream: { replicas: config.STREAM_REPLICAS, maxAgeMs: config.STREAM_MAX_AGE_MS, duplicateWindowMs: config.STREAM_DUPLICATE_WINDOW_MS },
     logger,
     stats,
+    // Spans (and the async context that carries them) only when something exports them.
+    traceSpans: config.TRACES_EXPORTER !== "none",
   });
   let mongo: MongoClient;
   try {

@@ -13,23 +13,35 @@ import {
 
 export interface TracingOptions {
   service: string;
-  /** `none` keeps spans in-process (trace ids still propagate); `console` prints finished spans. */
+  /** `none` records no spans (events still carry their run's trace id); `console` prints finished spans. */
   exporter: "none" | "console";
+  /**
+   * Whether spans are created and carried across awaits (an async context manager). Defaults to whether there
+   * is an exporter: without one, nothing would read the spans, and carrying a context through every promise
+   * of every handler costs a fifth of a message's CPU.
+   */
+  spans?: boolean;
 }
 
 export interface Tracing {
   readonly tracer: Tracer;
+  /** Whether spans are recorded and propagated in-process (see {@link TracingOptions.spans}). */
+  readonly spans: boolean;
   shutdown(): Promise<void>;
 }
 
 /**
  * Registers the global tracer provider, W3C trace-context propagator and async context manager for this
- * process. Call once from a composition root; exporters beyond `console` plug in here.
+ * process when spans are on; registers nothing when they are off. Call once from a composition root;
+ * exporters beyond `console` plug in here.
  */
 export function initTracing(options: TracingOptions): Tracing {
+  const spans = options.spans ?? options.exporter !== "none";
+  if (!spans) {
+    return { tracer: trace.getTracer(`toolgate-${options.service}`), spans, shutdown: () => Promise.resolve() };
+  }
   const spanProcessors: SpanProcessor[] = options.exporter === "console" ? [new SimpleSpanProcessor(new ConsoleSpanExporter())] : [];
-  // Without an exporter nothing reads recorded spans: sample none, so spans cost almost nothing while trace
-  // ids still propagate through every event's headers.
+  // Without an exporter nothing reads recorded spans: sample none, while trace ids still propagate.
   const sampler = new ParentBasedSampler({ root: options.exporter === "none" ? new AlwaysOffSampler() : new AlwaysOnSampler() });
   const provider = new BasicTracerProvider({ spanProcessors, sampler });
   const contextManager = new AsyncLocalStorageContextManager().enable();
@@ -38,6 +50,7 @@ export function initTracing(options: TracingOptions): Tracing {
   trace.setGlobalTracerProvider(provider);
   return {
     tracer: trace.getTracer(`toolgate-${options.service}`),
+    spans,
     async shutdown() {
       await provider.shutdown();
       contextManager.disable();
