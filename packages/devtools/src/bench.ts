@@ -401,6 +401,8 @@ function report(runs: RunFigures[]): void {
   console.log(
     `  ${"whole stack".padEnd(14)} ${fmt(total)}  (services ${fmt(services.reduce((s, k) => s + (cpu[k] ?? 0), 0))}, servers ${fmt(servers.reduce((s, k) => s + (cpu[k] ?? 0), 0))})`,
   );
+  const bareCpu = runs.map((r) => (r.bare ? sumOf(r.bare.cpuMsPerCall) : Number.NaN)).filter((v) => Number.isFinite(v));
+  if (bareCpu.length > 0) console.log(`  ${"× bare".padEnd(14)} ${fmt(total / median(bareCpu))}  (bare pipeline ${fmt(median(bareCpu))} ms per call)`);
 
   const perService = new Map<string, Record<string, number>>();
   for (const service of new Set(runs.flatMap((r) => Object.keys(r.counters)))) perService.set(service, medianOf(runs.map((r) => r.counters[service] ?? {})));
