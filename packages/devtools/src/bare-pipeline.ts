@@ -27,6 +27,7 @@ import {
 } from "@nats-io/jetstream";
 import { nanos, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
+import { processCpuMs } from "./process-cpu.js";
 
 export interface BarePipelineOptions {
   natsUrl: string;
@@ -74,8 +75,6 @@ const AUDIT_PULL_BATCH = 1024;
 /** Above every process's in-flight plus buffered messages, so the server never throttles deliveries. */
 const MAX_ACK_PENDING = 4096;
 const WARMUP_S = 1;
-/** /proc/<pid>/stat counts CPU time in clock ticks; USER_HZ is 100 on every Linux this runs on. */
-const CLOCK_TICKS_HZ = 100;
 const SELF = fileURLToPath(import.meta.url);
 const encoder = new TextEncoder();
 
@@ -279,24 +278,11 @@ function readCpu(pids: Record<string, number[]>): Record<string, number> {
   const totals: Record<string, number> = {};
   for (const [name, list] of Object.entries(pids)) {
     for (const pid of list) {
-      const ms = cpuMs(pid);
+      const ms = processCpuMs(pid);
       if (ms !== undefined) totals[name] = (totals[name] ?? 0) + ms;
     }
   }
   return totals;
-}
-
-function cpuMs(pid: number): number | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return undefined;
-  }
-  // Field 2 (the command name) is parenthesised and may contain spaces: count from after it, where field 3 starts.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_HZ : undefined;
 }
 
 /**
