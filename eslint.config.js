@@ -36,6 +36,11 @@ export default tseslint.config(
     },
   },
   {
+    // A property that must hold across services (test/*.property.test.ts) is checked on each service's own code.
+    files: ["test/*.property.test.ts"],
+    rules: { "no-restricted-imports": "off" },
+  },
+  {
     files: ["**/*.test.ts"],
     rules: {
       "@typescript-eslint/no-unsafe-assignment": "off",

@@ -11,8 +11,9 @@ export default defineConfig({
         test: {
           name: "unit",
           sequence: { groupOrder: 0 },
-          include: ["packages/*/src/**/*.test.ts", "services/*/src/**/*.test.ts"],
-          exclude: ["**/*.int.test.ts", "**/node_modules/**", "**/dist/**"],
+          // `test/*.test.ts` (not `.e2e.`): properties that hold across services, checked on their own code.
+          include: ["packages/*/src/**/*.test.ts", "services/*/src/**/*.test.ts", "test/**/*.test.ts"],
+          exclude: ["**/*.int.test.ts", "**/*.e2e.test.ts", "**/node_modules/**", "**/dist/**"],
         },
       },
       {

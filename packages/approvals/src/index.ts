@@ -1,4 +1,4 @@
-export { planOf, planHash, resourceId, jsonPointer, type Plan, type PlanInput, type PlanResource, type ResourcePointer } from "./plan-hash.js";
+export { planOf, planHash, type Plan, type PlanInput, type PlanResource } from "./plan-hash.js";
 export {
   MongoApprovalStore,
   approvalIdFor,

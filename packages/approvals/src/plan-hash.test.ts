@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { jsonPointer, planHash, planOf, resourceId } from "./plan-hash.js";
+import { planHash, planOf } from "./plan-hash.js";
 
 const tool = { name: "save_evidence", version: "1.0.0", hash: `sha256:${"a".repeat(64)}` };
 const alice = { tenant: "acme", subject: "alice", roles: ["researcher"] };
-const resources = [{ type: "task", pointer: "/task_id" }];
+const resources = [{ type: "task", pointer: "/task_id", id: "task_c04" }];
 const args = { task_id: "task_c04", claim: "Sessions persist state.", source_url: "https://example.test/s", limit: 1 };
 const hashOf = (a: Record<string, unknown>, over: Partial<Parameters<typeof planHash>[0]> = {}) =>
   planHash({ tool, arguments: a as never, principal: alice, resources, ...over });
@@ -38,13 +38,18 @@ describe("plan hash", () => {
     expect(hashOf(args, { principal: { ...alice, roles: [], session: "s1" } })).toBe(base);
   });
 
-  it("names each resource by its pointer, with a null version for unversioned resources", () => {
+  it("names each resource by its pointer and id, with a null version for unversioned resources", () => {
     expect(planOf({ tool, arguments: args, principal: alice, resources }).resources).toEqual([
       { type: "task", pointer: "/task_id", id: "task_c04", version: null },
     ]);
-    expect(resourceId({ a: { "b/c": [7, { d: 42 }] } }, "/a/b~1c/1/d")).toBe("42");
-    expect(resourceId({ a: 1 }, "/missing")).toBeNull();
-    expect(jsonPointer({ a: [1] }, "/a/01")).toBeUndefined();
-    expect(jsonPointer({}, "/constructor")).toBeUndefined();
+    const versioned = planOf({
+      tool,
+      arguments: args,
+      principal: alice,
+      resources: [...resources, { type: "doc", pointer: "/doc", id: null }],
+      versions: () => "v7",
+    });
+    // A resource the arguments do not name has no version to approve.
+    expect(versioned.resources.map((r) => r.version)).toEqual(["v7", null]);
   });
 });

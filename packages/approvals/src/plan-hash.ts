@@ -1,10 +1,5 @@
-import { canonicalHash, canonicalJson, type JsonValue, type Principal, type ToolRef } from "@toolgate/contracts";
-
-/** Where a contract says a call's target resource is named: its type and an RFC 6901 pointer into the arguments. */
-export interface ResourcePointer {
-  type: string;
-  pointer: string;
-}
+import { canonicalHash, type JsonValue, type Principal, type ToolRef } from "@toolgate/contracts";
+import type { ResourceRef } from "@toolgate/registry";
 
 /**
  * One resource a call acts on. `version` is the resource version the approver saw. The resources of the tools
@@ -37,8 +32,8 @@ export interface PlanInput {
   /** The normalized arguments (as validated by the registry, or as the executor is about to run them). */
   arguments: Record<string, JsonValue>;
   principal: Principal;
-  /** The contract's resource pointers. */
-  resources: readonly ResourcePointer[];
+  /** The resources the arguments name, as the compiled tool resolves them (`CompiledTool.resources`). */
+  resources: readonly ResourceRef[];
   /** Version of a named resource, when its type has versions; absent: every resource is unversioned. */
   versions?: (type: string, id: string) => string | null;
 }
@@ -51,10 +46,7 @@ export function planOf(input: PlanInput): Plan {
     arguments: input.arguments,
     // Roles and session are not part of the plan: who acts is the tenant and subject; what they may do is policy's.
     principal: { tenant: input.principal.tenant, subject: input.principal.subject },
-    resources: input.resources.map(({ type, pointer }) => {
-      const id = resourceId(input.arguments, pointer);
-      return { type, pointer, id, version: id === null ? null : (input.versions?.(type, id) ?? null) };
-    }),
+    resources: input.resources.map(({ type, pointer, id }) => ({ type, pointer, id, version: id === null ? null : (input.versions?.(type, id) ?? null) })),
   };
 }
 
@@ -65,29 +57,4 @@ export function planOf(input: PlanInput): Plan {
  */
 export function planHash(input: PlanInput): string {
   return canonicalHash(planOf(input));
-}
-
-/** The id of the resource `pointer` names in `args`: a string as it is, another JSON value in canonical form, or null. */
-export function resourceId(args: Record<string, JsonValue>, pointer: string): string | null {
-  const value = jsonPointer(args, pointer);
-  if (value === undefined || value === null) return null;
-  return typeof value === "string" ? value : canonicalJson(value);
-}
-
-/** Resolves an RFC 6901 pointer against own properties only; undefined when any step is missing. */
-export function jsonPointer(value: JsonValue, pointer: string): JsonValue | undefined {
-  if (pointer === "") return value;
-  if (!pointer.startsWith("/")) return undefined;
-  let current: JsonValue | undefined = value;
-  for (const raw of pointer.slice(1).split("/")) {
-    const token = raw.replace(/~1/g, "/").replace(/~0/g, "~");
-    if (current === null || typeof current !== "object") return undefined;
-    if (Array.isArray(current)) {
-      if (!/^(0|[1-9][0-9]*)$/.test(token)) return undefined;
-      current = current[Number(token)];
-    } else {
-      current = Object.hasOwn(current, token) ? current[token] : undefined;
-    }
-  }
-  return current;
 }

@@ -1,4 +1,5 @@
 import { canonicalHash, newCallId, newRunId, type Decision, type JsonValue } from "@toolgate/contracts";
+import { ContractCompiler } from "@toolgate/registry";
 import { testDatabase } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { approvalIdFor, MongoApprovalStore, type ApprovalRequestRecord } from "./approval-store.js";
@@ -20,7 +21,21 @@ afterAll(async () => {
 const tool = { name: "save_evidence", version: "1.0.0", hash: `sha256:${"a".repeat(64)}` };
 const alice = { tenant: "acme", subject: "alice", roles: ["researcher"] };
 const carol = { tenant: "acme", subject: "carol", roles: ["approver"] };
-const contract = { approval: "when_tainted" as const, resources: [{ type: "task", pointer: "/task_id" }] };
+/** The contract's own interpreter names the resources, as the executor's compiled tool does. */
+const saveEvidence = new ContractCompiler().compile({
+  name: "save_evidence",
+  version: "1.0.0",
+  description: "Appends a claim and its source to a research task's evidence.",
+  owner: "research",
+  input_schema: { type: "object", properties: { task_id: { type: "string" }, claim: { type: "string" }, source_url: { type: "string" } } },
+  output_schema: { type: "object" },
+  side_effect: "write",
+  risk: "medium",
+  approval: "when_tainted",
+  timeout_ms: 1_000,
+  idempotency: { kind: "keyed" },
+  resources: [{ type: "task", pointer: "/task_id" }],
+});
 const T0 = Date.parse("2026-03-01T10:00:00Z");
 
 /** A call with a stored request for `args`, optionally decided; returns what an executor would be handed. */
@@ -32,7 +47,7 @@ async function approvedCall(
   const callId = newCallId();
   const runId = newRunId();
   const id = approvalIdFor(callId);
-  const plan = planHash({ tool, arguments: args, principal: alice, resources: contract.resources });
+  const plan = planHash({ tool, arguments: args, principal: alice, resources: saveEvidence.resources(args) });
   const request: ApprovalRequestRecord = {
     _id: id,
     call_id: callId,
@@ -85,7 +100,8 @@ async function approvedCall(
 const present = (decision: Decision, args: Record<string, JsonValue>, presentation: string, now = T0 + 1_000): ApprovalPresentation => ({
   decision,
   arguments: args,
-  contract,
+  approvalRule: "when_tainted",
+  resources: saveEvidence.resources(args),
   presentation,
   consumer: "executor-test",
   now: new Date(now),
@@ -98,7 +114,7 @@ describe("verifyAndConsume", () => {
     const { decision } = await approvedCall(args);
     const { approval: _, ...plain } = decision;
     expect(await verifyAndConsume(store, present(plain, args, "stream:1"))).toEqual({ ok: true, approval: "none" });
-    const always = await verifyAndConsume(store, { ...present(plain, args, "stream:1"), contract: { ...contract, approval: "always" } });
+    const always = await verifyAndConsume(store, { ...present(plain, args, "stream:1"), approvalRule: "always" });
     expect(always).toMatchObject({ ok: false, code: "APPROVAL_REQUIRED", terminal: true });
   });
 

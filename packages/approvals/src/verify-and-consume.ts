@@ -1,6 +1,7 @@
 import type { Decision, JsonValue } from "@toolgate/contracts";
 import type { ApprovalConsumptionRecord, ApprovalDecisionRecord, ApprovalFailureCode, ApprovalRequestRecord } from "./approval-store.js";
-import { planHash, type ResourcePointer } from "./plan-hash.js";
+import type { ResourceRef } from "@toolgate/registry";
+import { planHash } from "./plan-hash.js";
 
 /** The reads and the one insert {@link verifyAndConsume} needs (implemented by `MongoApprovalStore`). */
 export interface ApprovalLedger {
@@ -15,8 +16,10 @@ export interface ApprovalPresentation {
   decision: Decision;
   /** The arguments about to run. */
   arguments: Record<string, JsonValue>;
-  /** The contract the call runs under: its approval rule and resource pointers. */
-  contract: { approval: "never" | "always" | "when_tainted"; resources: readonly ResourcePointer[] };
+  /** The contract's approval rule. */
+  approvalRule: "never" | "always" | "when_tainted";
+  /** The resources the arguments about to run name (`CompiledTool.resources`). */
+  resources: readonly ResourceRef[];
   /**
    * Identity of this presentation, stable across redeliveries of one message and different for any other
    * message: `stream:<sequence>` of the JetStream message that carried the authorization.
@@ -65,7 +68,7 @@ export async function verifyAndConsume(ledger: ApprovalLedger, input: ApprovalPr
   const { decision } = input;
   const approval = decision.approval;
   if (approval === undefined) {
-    return input.contract.approval === "always"
+    return input.approvalRule === "always"
       ? fail("APPROVAL_REQUIRED", `the contract of ${decision.tool.name} always requires an approval and the decision carries none`)
       : { ok: true, approval: "none" };
   }
@@ -118,7 +121,7 @@ async function evaluate(ledger: ApprovalLedger, input: ApprovalPresentation): Pr
   if (request.requester.tenant !== decision.principal.tenant || request.requester.subject !== decision.principal.subject) {
     return { ok: false, code: "APPROVAL_MISMATCH", why: "the approval was given to another principal" };
   }
-  const recomputed = planHash({ tool: decision.tool, arguments: input.arguments, principal: decision.principal, resources: input.contract.resources });
+  const recomputed = planHash({ tool: decision.tool, arguments: input.arguments, principal: decision.principal, resources: input.resources });
   if (recomputed !== request.plan_hash || approval.plan_hash !== request.plan_hash) {
     return { ok: false, code: "APPROVAL_MISMATCH", why: "the plan about to run (tool, arguments, principal or resources) is not the approved one" };
   }

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@toolgate/contracts";
-import type { ToolContract } from "@toolgate/registry";
+import { writes, type ToolContract } from "@toolgate/registry";
 import { z } from "zod";
 import { CallCollector, malformed, observation, pairResults, provenanceNote, providerError } from "./calls.js";
 import type { Accepts, CallToolResult, ListToolsResult, McpTool, McpToolCallRequest, McpToolCallResponse } from "./sdk-types.js";
@@ -94,7 +94,7 @@ function isRecord(value: JsonValue | undefined): value is { [key: string]: JsonV
 /** MCP tool definitions, with the output schema and annotations derived from the contract's runtime half. */
 export function exportMcp(contracts: readonly ToolContract[]): ExportResult<"mcp"> {
   const tools: McpTool[] = contracts.map((contract) => {
-    const readOnly = contract.side_effect === "none" || contract.side_effect === "read";
+    const readOnly = !writes(contract);
     return {
       name: contract.name,
       description: contract.description,

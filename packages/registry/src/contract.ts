@@ -1,7 +1,8 @@
 import { canonicalHash, HashSchema } from "@toolgate/contracts";
 import { z } from "zod";
+import { JSON_POINTER_PATTERN } from "./json-pointer.js";
 
-const jsonPointer = z.string().regex(/^(\/([^~/]|~[01])*)*$/, "expected an RFC 6901 JSON pointer");
+const jsonPointer = z.string().regex(JSON_POINTER_PATTERN, "expected an RFC 6901 JSON pointer");
 
 /** A JSON Schema document (2020-12); checked structurally by ajv when the registry compiles it. */
 const JsonSchemaObject = z.record(z.string(), z.unknown());
@@ -98,6 +99,8 @@ export const ToolContractSchema = z.object({
     .default({ max_argument_bytes: 16 * 1024, max_result_bytes: 256 * 1024, max_depth: 16 }),
   /** JSON pointers into the arguments whose values are redacted in logs and audit records. */
   sensitive: z.array(jsonPointer).max(64).default([]),
+  /** JSON pointers into a successful result's data whose values are redacted in logs and audit records (the model still gets them). */
+  sensitive_results: z.array(jsonPointer).max(64).default([]),
   /** JSON pointers naming the resources the call acts on, with their type, for resource-level checks. */
   resources: z
     .array(z.object({ type: z.string().min(1).max(64), pointer: jsonPointer }))
@@ -113,7 +116,19 @@ export type ToolContract = z.infer<typeof ToolContractSchema>;
 /** A contract as written by its author (defaults may be omitted). */
 export type ToolContractInput = z.input<typeof ToolContractSchema>;
 
+/**
+ * Fields added to contracts after their first version, hashed only when set: a contract that does not use one
+ * keeps the hash it had before the field existed, so pinned hashes, signed decisions and pending approvals
+ * survive an upgrade.
+ */
+const HASHED_WHEN_SET = ["sensitive_results", "aliases"] as const;
+
 /** Content hash of a contract: any change to what the model sees or the runtime enforces changes it. */
 export function contractHash(contract: ToolContract): string {
-  return canonicalHash(contract);
+  const hashed: Record<string, unknown> = { ...contract };
+  for (const field of HASHED_WHEN_SET) {
+    const value = hashed[field];
+    if (Array.isArray(value) && value.length === 0) delete hashed[field];
+  }
+  return canonicalHash(hashed);
 }

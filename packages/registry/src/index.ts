@@ -20,6 +20,9 @@ export {
   type StatePrecheck,
 } from "./define-tool.js";
 export { jsonDepth, utf8Length } from "./json-limits.js";
+export { JSON_POINTER_PATTERN, pointerTokens, pointerOf, resolvePointer, replaceAtPointers } from "./json-pointer.js";
+export { closeObjectSchemas, type Closure } from "./schema-closure.js";
+export { REDACTED, writes, resourceKeys, type ResourceRef, type KeyFacts } from "./tool-semantics.js";
 export { parseStrictJson, type StrictJsonLimits, type StrictJsonError, type StrictJsonResult } from "./strict-json.js";
 export { walkSchema, valueBounds, type JsonSchema, type ValueBounds } from "./schema-walk.js";
 export { lintContract, lintContracts, LINT_RULES, type LintRule, type LintFinding, type LintReport } from "./contract-lint.js";

@@ -2,26 +2,41 @@ import { canonicalJson, sha256, type JsonValue, type ToolRef, type Violation } f
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import formatsModule from "ajv-formats";
 import { contractHash, ToolContractSchema, type ToolContract, type ToolContractInput } from "./contract.js";
+import { ContractError } from "./contract-error.js";
 import { utf8Length } from "./json-limits.js";
-import { valueBounds } from "./schema-walk.js";
+import { closeObjectSchemas } from "./schema-closure.js";
+import { valueBounds, type JsonSchema } from "./schema-walk.js";
+import { compileKeyTemplate, redactArguments, redactResult, resourcesOf, writes, type KeyFacts, type ResourceRef } from "./tool-semantics.js";
 import { firstSignificantChar, parseStrictJson, type StrictJsonLimits } from "./strict-json.js";
 
 const addFormats = formatsModule.default;
 
-/** A contract that cannot be compiled (bad JSON Schema, duplicate name): a programmer or deploy error. */
-export class ContractError extends Error {
-  readonly code = "INVALID_CONTRACT";
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "ContractError";
-  }
-}
+export { ContractError };
 
-/** A contract with its schemas compiled once and its content hash. */
+/**
+ * A contract with its schemas compiled once and its content hash: the one interpreter of the contract. Every
+ * service asks it what the contract means instead of reading the contract's fields.
+ */
 export interface CompiledTool {
   readonly contract: ToolContract;
   readonly hash: string;
   readonly ref: ToolRef;
+  /** The input schema as enforced: the contract's, with every object closed (see `closeObjectSchemas`). */
+  readonly inputSchema: JsonSchema;
+  /** Whether a call changes anything (side effect `write` or `external`). */
+  readonly writes: boolean;
+  /** Whether results are content from outside (web pages, documents): they taint the run. */
+  readonly untrustedOutput: boolean;
+  /** Whether the contract marks anything sensitive, in the arguments and in a result's data. */
+  readonly redacts: { readonly arguments: boolean; readonly results: boolean };
+  /** The resources the arguments name, one per contract resource pointer. */
+  resources(args: JsonValue): ResourceRef[];
+  /** The arguments with every sensitive value redacted, for logs, approvers and audit records. */
+  redactArguments(args: Record<string, JsonValue>): Record<string, JsonValue>;
+  /** A result's data with every sensitive value redacted, for logs and audit records. */
+  redactResult(data: JsonValue): JsonValue;
+  /** The call's idempotency key, from trusted facts and the validated arguments; never chosen by the model. */
+  idempotencyKey(facts: KeyFacts, args: Record<string, JsonValue>): string;
 }
 
 /** Outcome of the structural validation layer: normalized arguments, their RFC 8785 form and its hash, or typed violations. */
@@ -66,11 +81,15 @@ export class ContractCompiler {
     const hash = contractHash(contract);
     const cached = this.#byHash.get(hash);
     if (cached) return cached;
+    const closure = closeObjectSchemas(withoutId(contract.input_schema));
+    if (!closure.ok) throw new ContractError(`the input schema of ${contract.name} cannot refuse unknown fields: ${closure.message}`);
+    const inputSchema = closure.schema;
+    const idempotencyKey = compileKeyTemplate(contract);
     let inputValidator: ValidateFunction;
     let outputValidator: ValidateFunction;
     try {
       // Compiled without the cache key ajv derives from $id, so two versions of one tool never collide.
-      inputValidator = this.#ajv.compile(withoutId(contract.input_schema));
+      inputValidator = this.#ajv.compile(inputSchema as object);
       outputValidator = this.#ajv.compile(withoutId(contract.output_schema));
     } catch (error) {
       throw new ContractError(`schemas of ${contract.name} do not compile: ${(error as Error).message}`, { cause: error });
@@ -80,6 +99,14 @@ export class ContractCompiler {
       contract,
       hash,
       ref: { name: contract.name, version: contract.version, hash },
+      inputSchema,
+      writes: writes(contract),
+      untrustedOutput: contract.untrusted_output,
+      redacts: { arguments: contract.sensitive.length > 0, results: contract.sensitive_results.length > 0 },
+      resources: (args) => resourcesOf(contract, args),
+      redactArguments: (args) => redactArguments(contract, args),
+      redactResult: (data) => redactResult(contract, data),
+      idempotencyKey,
       input: inputValidator,
       output: outputValidator,
       parseLimits: {
@@ -251,8 +278,11 @@ function toViolations(errors: readonly ErrorObject[]): Violation[] {
     let pointer = e.instancePath;
     const params = e.params as Record<string, unknown>;
     if (e.keyword === "required" && typeof params.missingProperty === "string") pointer += `/${escapePointer(params.missingProperty)}`;
-    if (e.keyword === "additionalProperties" && typeof params.additionalProperty === "string") pointer += `/${escapePointer(params.additionalProperty)}`;
-    const message = e.keyword === "additionalProperties" ? "is not an allowed property" : (e.message ?? e.keyword);
+    // An unknown field, refused by the schema or by the closure the registry added to it.
+    const unknown =
+      e.keyword === "additionalProperties" ? params.additionalProperty : e.keyword === "unevaluatedProperties" ? params.unevaluatedProperty : undefined;
+    if (typeof unknown === "string") pointer += `/${escapePointer(unknown)}`;
+    const message = unknown !== undefined ? "is not an allowed property" : (e.message ?? e.keyword);
     return { pointer, message, keyword: e.keyword };
   });
 }

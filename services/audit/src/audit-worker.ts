@@ -2,12 +2,12 @@ import { ACK, type Delivery, type Disposition, type EventHandler } from "@toolga
 import type { ToolgateEvent } from "@toolgate/contracts";
 import type { AuditStore } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
-import { redactEvent, type SensitiveFields } from "./redact.js";
+import { redactEvent, type ToolLookup } from "./redact.js";
 
 /** Stores every event once (redacted) and acknowledges it only after it is durable. */
-export function auditHandler(deps: { store: AuditStore; sensitive: SensitiveFields; logger: Logger }): EventHandler {
+export function auditHandler(deps: { store: AuditStore; tools: ToolLookup; logger: Logger }): EventHandler {
   return async (event: ToolgateEvent, delivery: Delivery): Promise<Disposition> => {
-    const outcome = await deps.store.append(redactEvent(event, deps.sensitive), delivery.streamSeq);
+    const outcome = await deps.store.append(redactEvent(event, deps.tools), delivery.streamSeq);
     if (outcome === "duplicate") deps.logger.debug({ event_id: event.id }, "event already stored");
     return ACK;
   };

@@ -4,7 +4,7 @@ import { toolsetContracts } from "@toolgate/toolsets";
 import { auditHandler } from "./audit-worker.js";
 import { loadConfig } from "./config.js";
 import { auditApi } from "./http-api.js";
-import { catalogSensitiveFields } from "./redact.js";
+import { catalogTools } from "./redact.js";
 
 const config = loadConfig(process.env);
 
@@ -30,7 +30,7 @@ await runService({
         ackWaitMs: config.AUDIT_ACK_WAIT_MS,
         maxDeliver: 100,
       },
-      auditHandler({ store, sensitive: catalogSensitiveFields(contracts), logger }),
+      auditHandler({ store, tools: catalogTools(contracts), logger }),
       (rejection, message) => store.recordRejected(rejection, message),
     );
     const api = auditApi(store, config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN });

@@ -1,59 +1,65 @@
-import type { JsonValue, ToolgateEvent } from "@toolgate/contracts";
-import type { CompiledTool, ToolRegistry } from "@toolgate/registry";
-
-export const REDACTED = "[REDACTED]";
+import { REDACTED, type CompiledTool, type ToolRegistry } from "@toolgate/registry";
+import type { JsonValue, ResultEnvelope, ToolgateEvent } from "@toolgate/contracts";
 
 /**
- * JSON pointers of the sensitive argument fields of a tool: of the exact contract version when its hash is
- * known (an authorized call), else of the current version of the tool with that name (a proposal).
+ * The compiled tool an event is about: the exact contract version when its hash is known (an authorized or
+ * executed call), else the current version of the tool with that name (a proposal).
  */
-export type SensitiveFields = (tool: string, hash?: string) => readonly string[] | undefined;
+export type ToolLookup = (tool: string, hash?: string) => CompiledTool | undefined;
 
-/** Sensitive fields from a registry source that may change while running (the contract catalog). */
-export function catalogSensitiveFields(catalog: { registry(): ToolRegistry; get(hash: string): CompiledTool | undefined }): SensitiveFields {
-  return (tool, hash) => {
-    const contract = (hash ? catalog.get(hash) : undefined)?.contract ?? catalog.registry().get(tool)?.contract;
-    return contract && contract.sensitive.length > 0 ? contract.sensitive : undefined;
-  };
+/** Tools from a registry source that may change while running (the contract catalog). */
+export function catalogTools(catalog: { registry(): ToolRegistry; get(hash: string): CompiledTool | undefined }): ToolLookup {
+  return (tool, hash) => (hash ? catalog.get(hash) : undefined) ?? catalog.registry().get(tool);
 }
 
 /**
- * Returns the event with every argument field its contract marks sensitive replaced by "[REDACTED]",
- * before anything is stored or logged. Unparseable arguments of such a tool are redacted whole.
+ * Returns the event with everything its contract marks sensitive redacted, before anything is stored or
+ * logged: argument fields of proposals and authorizations (unparseable arguments of such a tool whole), and
+ * result fields of completions, reconciliations and finished operations.
  */
-export function redactEvent(event: ToolgateEvent, sensitive: SensitiveFields): ToolgateEvent {
+export function redactEvent(event: ToolgateEvent, tools: ToolLookup): ToolgateEvent {
   if (event.kind !== "call") return event;
-  if (event.type === "proposed") {
-    const pointers = sensitive(event.payload.tool_name);
-    if (!pointers) return event;
-    let args: JsonValue;
-    try {
-      args = JSON.parse(event.payload.arguments_json) as JsonValue;
-    } catch {
-      return { ...event, payload: { ...event.payload, arguments_json: JSON.stringify(REDACTED) } };
+  switch (event.type) {
+    case "proposed": {
+      const tool = tools(event.payload.tool_name);
+      if (!tool?.redacts.arguments) return event;
+      let args: unknown;
+      try {
+        args = JSON.parse(event.payload.arguments_json);
+      } catch {
+        return { ...event, payload: { ...event.payload, arguments_json: JSON.stringify(REDACTED) } };
+      }
+      const redacted = isRecord(args) ? tool.redactArguments(args) : REDACTED;
+      return { ...event, payload: { ...event.payload, arguments_json: JSON.stringify(redacted) } };
     }
-    return { ...event, payload: { ...event.payload, arguments_json: JSON.stringify(redactPointers(args, pointers)) } };
+    case "authorized": {
+      const tool = tools(event.payload.decision.tool.name, event.payload.decision.tool.hash);
+      if (!tool?.redacts.arguments) return event;
+      return { ...event, payload: { ...event.payload, arguments: tool.redactArguments(event.payload.arguments) } };
+    }
+    case "completed": {
+      const result = redactedResult(event, event.payload.result, tools);
+      return result === event.payload.result ? event : { ...event, payload: { ...event.payload, result } };
+    }
+    case "reconciled": {
+      const result = redactedResult(event, event.payload.result, tools);
+      return result === event.payload.result ? event : { ...event, payload: { ...event.payload, result } };
+    }
+    case "operation_updated": {
+      const result = event.payload.result && redactedResult(event, event.payload.result, tools);
+      return result === event.payload.result ? event : { ...event, payload: { ...event.payload, result } };
+    }
+    default:
+      return event;
   }
-  if (event.type === "authorized") {
-    const pointers = sensitive(event.payload.decision.tool.name, event.payload.decision.tool.hash);
-    if (!pointers) return event;
-    return { ...event, payload: { ...event.payload, arguments: redactPointers(event.payload.arguments, pointers) as Record<string, JsonValue> } };
-  }
-  return event;
 }
 
-function redactPointers(value: JsonValue, pointers: readonly string[]): JsonValue {
-  const copy = structuredClone(value);
-  for (const pointer of pointers) {
-    const tokens = pointer
-      .split("/")
-      .slice(1)
-      .map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
-    const last = tokens.pop();
-    if (last === undefined) return REDACTED;
-    let parent: JsonValue | undefined = copy;
-    for (const t of tokens) parent = parent !== null && typeof parent === "object" ? (parent as Record<string, JsonValue>)[t] : undefined;
-    if (parent !== null && typeof parent === "object" && Object.hasOwn(parent, last)) (parent as Record<string, JsonValue>)[last] = REDACTED;
-  }
-  return copy;
+function redactedResult(event: ToolgateEvent, result: ResultEnvelope, tools: ToolLookup): ResultEnvelope {
+  if (!result.ok || event.tool === undefined) return result;
+  const tool = tools(event.tool.name, event.tool.hash);
+  return tool?.redacts.results ? { ...result, data: tool.redactResult(result.data) } : result;
+}
+
+function isRecord(value: unknown): value is Record<string, JsonValue> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -16,8 +16,8 @@ import type { CompiledTool, ToolRegistry } from "@toolgate/registry";
 import type { ClaimOutcome, IdempotencyStore } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
-import { idempotencyKey, keyDigest } from "./idempotency-key.js";
-import { hasSideEffect, judgeRun, type Evidence } from "./judge-run.js";
+import { keyDigest, keyFacts } from "./idempotency-key.js";
+import { judgeRun, type Evidence } from "./judge-run.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
 import type { ToolInvoker } from "./tool-invoker.js";
@@ -164,7 +164,8 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     const approval = await verifyAndConsume(deps.approvals, {
       decision,
       arguments: args,
-      contract: { approval: tool.contract.approval, resources: tool.contract.resources },
+      approvalRule: tool.contract.approval,
+      resources: tool.resources(args),
       presentation: `stream:${delivery.streamSeq}`,
       consumer: deps.executorId,
       now: new Date(now()),
@@ -187,7 +188,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       return ACK;
     }
 
-    const key = idempotencyKey(tool.contract, decision, args);
+    const key = tool.idempotencyKey(keyFacts(decision), args);
     const leaseMs = tool.contract.timeout_ms + deps.leaseMarginMs;
     const exhausted = delivery.deliveryCount >= deps.maxDeliveries;
     const request = { key, argsHash: decision.args_hash, owner: deps.executorId, leaseMs, callId, runId: event.run_id, tool: tool.ref };
@@ -219,7 +220,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         return ACK;
       }
       case "taken_over":
-        if (hasSideEffect(tool) && tool.contract.idempotency.kind !== "natural") {
+        if (tool.writes && tool.contract.idempotency.kind !== "natural") {
           // The previous attempt may have had its effect: reconcile, never repeat.
           return finishUnknown(event, tool, key, claim, "abandoned", `a previous attempt of ${tool.contract.name} stopped before recording its outcome`, 0);
         }

@@ -17,11 +17,6 @@ export type Judgement =
   /** A side effect may or may not have happened: never guessed, never retried blindly. */
   | { kind: "unknown"; cause: "timeout" | "connection_lost"; message: string; evidence?: Evidence };
 
-/** True for tools whose repetition cannot duplicate an effect. */
-export function hasSideEffect(tool: CompiledTool): boolean {
-  return tool.contract.side_effect === "write" || tool.contract.side_effect === "external";
-}
-
 /**
  * Judges a run against the tool's contract: a timeout of a side-effecting tool is an unknown outcome, a thrown
  * error is an EXECUTION_ERROR whose details go to evidence only, data must fit the size limit and the output
@@ -32,7 +27,7 @@ export function judgeRun(run: ToolRun, tool: CompiledTool, registry: ToolRegistr
   const { contract } = tool;
   switch (run.kind) {
     case "timed_out":
-      return hasSideEffect(tool)
+      return tool.writes
         ? { kind: "unknown", cause: "timeout", message: `${contract.name} did not answer within ${contract.timeout_ms} ms; its effect is unknown` }
         : { kind: "result", result: failure(callId, "TIMEOUT", `${contract.name} did not answer within ${contract.timeout_ms} ms`, { retryable: true }) };
     case "threw": {
@@ -59,8 +54,7 @@ export function judgeRun(run: ToolRun, tool: CompiledTool, registry: ToolRegistr
   }
   if (outcome.ok === false) {
     if (outcome.code === "OUTCOME_UNKNOWN") {
-      if (hasSideEffect(tool))
-        return { kind: "unknown", cause: "connection_lost", message: outcome.message.slice(0, 1_024), ...(evidence ? { evidence } : {}) };
+      if (tool.writes) return { kind: "unknown", cause: "connection_lost", message: outcome.message.slice(0, 1_024), ...(evidence ? { evidence } : {}) };
       // Nothing can have happened: a read that lost its connection is simply unavailable.
       return {
         kind: "result",

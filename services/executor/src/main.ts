@@ -1,12 +1,11 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
-import { decisionVerifier, newCallId, newRunId } from "@toolgate/contracts";
+import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoIdempotencyStore } from "@toolgate/storage";
 import { toolsetContracts, toolsetDefinitions, type OperationControl } from "@toolgate/toolsets";
 import { loadConfig } from "./config.js";
 import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
-import { idempotencyKey } from "./idempotency-key.js";
 import { MongoOperationStore } from "./operation-store.js";
 import { OperationTracker } from "./operations.js";
 import { ToolInvoker } from "./tool-invoker.js";
@@ -15,31 +14,12 @@ import { McpTransport, type Quarantine } from "./transports/mcp-transport.js";
 
 const config = loadConfig(process.env);
 
-/** Renders every key template once with placeholder values, so a contract with a bad template fails the start-up. */
-function checkKeyTemplates(registry: ToolRegistry): void {
-  const probe = {
-    decision_id: "probe",
-    call_id: newCallId(),
-    run_id: newRunId(),
-    tool: { name: "probe", version: "0", hash: `sha256:${"0".repeat(64)}` },
-    args_hash: `sha256:${"0".repeat(64)}`,
-    principal: { tenant: "t", subject: "s", roles: [] },
-    context: {},
-    policy_version: "probe",
-    issued_at: new Date().toISOString(),
-    expires_at: new Date().toISOString(),
-    key_id: "probe",
-  };
-  for (const tool of registry.list()) idempotencyKey(tool.contract, probe, {});
-}
-
 await runService({
   name: "executor",
   config,
   async start({ logger, stats }) {
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
-    checkKeyTemplates(registry);
     const contracts = registry.list().map((t) => t.contract);
     const infra = await connectInfrastructure("executor", config, { logger, stats });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });

@@ -50,7 +50,7 @@ export class CallOutcomes {
     // The outcome is in the stream already; the attach below only records it for the run — unless the result
     // taints the run (untrusted content): the host must not be able to propose its next call, on any replica,
     // before that taint can be read back (Rule of Two).
-    const answerFirst = open !== undefined && !(result.ok && this.#deps.contracts.registry().get(open.call.tool_name)?.contract.untrusted_output === true);
+    const answerFirst = open !== undefined && !(result.ok && this.#deps.contracts.registry().get(open.call.tool_name)?.untrustedOutput === true);
     if (answerFirst) waiters.resolve(event.call_id, result);
     // The call's own record, written alongside its proposal, is in the store before its outcome is.
     const recorded = open?.recorded.ensure();

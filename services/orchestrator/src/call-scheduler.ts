@@ -1,6 +1,6 @@
 import type { EventBus } from "@toolgate/bus";
-import { canonicalHash, nextCallEvent, type CallId, type JsonValue, type RunId } from "@toolgate/contracts";
-import type { ToolRegistry } from "@toolgate/registry";
+import { canonicalHash, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
+import { resourceKeys, type ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { ResourceLocks } from "./resource-locks.js";
 import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
@@ -16,10 +16,21 @@ export interface CallTraits {
 }
 
 /**
- * Derives a call's traits from the contract it names and its raw arguments. Unknown tools and unparseable
- * arguments count as reads without resources: policy rejects them before anything runs.
+ * Derives a call's traits from the compiled contract it names and its arguments, normalized exactly as policy
+ * will normalize them (strict parse, defaults applied), so the resources a write locks are the resources policy
+ * authorizes. Unknown tools and invalid arguments count as reads without resources: policy rejects them before
+ * anything runs.
  */
 export function callTraits(registry: ToolRegistry, toolName: string, argumentsJson: string): CallTraits {
+  const tool = registry.get(toolName);
+  const checked = tool ? registry.checkArguments(tool, argumentsJson) : undefined;
+  if (tool && checked?.ok) {
+    return {
+      write: tool.writes,
+      resources: resourceKeys(tool.resources(checked.arguments)),
+      signature: canonicalHash({ tool: toolName, args: checked.arguments }),
+    };
+  }
   let args: unknown;
   try {
     args = JSON.parse(argumentsJson);
@@ -27,14 +38,7 @@ export function callTraits(registry: ToolRegistry, toolName: string, argumentsJs
     args = undefined;
   }
   const signature = args === undefined ? canonicalHash({ tool: toolName, raw: argumentsJson }) : safeHash({ tool: toolName, args });
-  const contract = registry.get(toolName)?.contract;
-  if (!contract) return { write: false, resources: [], signature };
-  const write = contract.side_effect === "write" || contract.side_effect === "external";
-  const resources = contract.resources
-    .map((r) => ({ type: r.type, value: pointerValue(args, r.pointer) }))
-    .filter((r): r is { type: string; value: JsonValue } => r.value !== undefined)
-    .map((r) => `${r.type}:${typeof r.value === "string" ? r.value : JSON.stringify(r.value)}`);
-  return { write, resources, signature };
+  return { write: false, resources: [], signature };
 }
 
 function safeHash(value: unknown): string {
@@ -43,16 +47,6 @@ function safeHash(value: unknown): string {
   } catch {
     return canonicalHash(JSON.stringify(value) ?? "");
   }
-}
-
-function pointerValue(value: unknown, pointer: string): JsonValue | undefined {
-  let current: unknown = value;
-  for (const raw of pointer.split("/").slice(1)) {
-    const token = raw.replace(/~1/g, "/").replace(/~0/g, "~");
-    if (current === null || typeof current !== "object" || !Object.hasOwn(current, token)) return undefined;
-    current = (current as Record<string, unknown>)[token];
-  }
-  return current as JsonValue;
 }
 
 /**

@@ -143,16 +143,17 @@ export function orchestratorApi(deps: {
         .registry()
         .list()
         .filter((t) => t.contract.enabled)
-        .map(({ contract, hash }) => ({
+        .map(({ contract, hash, inputSchema, untrustedOutput }) => ({
           name: contract.name,
           version: contract.version,
           hash,
           description: contract.description,
-          input_schema: contract.input_schema,
+          // As enforced: what the arguments may hold, unknown fields refused.
+          input_schema: inputSchema,
           output_schema: contract.output_schema,
           side_effect: contract.side_effect,
           risk: contract.risk,
-          untrusted_output: contract.untrusted_output,
+          untrusted_output: untrustedOutput,
         })),
     };
   });

@@ -60,7 +60,7 @@ export function callRecords(
  */
 export function taintOf(results: Iterable<CallResultRecord>, registry: ToolRegistry): CallRecord["taint"] {
   const sources: string[] = [];
-  for (const r of results) if (r.result.ok && registry.get(r.tool_name)?.contract.untrusted_output === true) sources.push(r.tool_name);
+  for (const r of results) if (r.result.ok && registry.get(r.tool_name)?.untrustedOutput === true) sources.push(r.tool_name);
   return taintFrom(sources);
 }
 
@@ -74,6 +74,6 @@ export function taintFrom(untrustedSources: readonly string[]): CallRecord["tain
 export function untrustedTools(registry: ToolRegistry): string[] {
   return registry
     .list()
-    .filter((t) => t.contract.untrusted_output === true)
+    .filter((t) => t.untrustedOutput)
     .map((t) => t.contract.name);
 }

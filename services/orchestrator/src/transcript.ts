@@ -5,9 +5,9 @@ import type { CallResultRecord, RunRecord } from "./run-store.js";
 
 /** Where a result came from, as the model is told: tool, contract version, whether its content is untrusted. */
 export function provenanceOf(tool: string, registry: ToolRegistry): Provenance {
-  const contract = registry.get(tool)?.contract;
+  const compiled = registry.get(tool);
   // A tool the registry no longer knows is treated as untrusted: nothing vouches for its output.
-  return { tool, contract_version: contract?.version ?? "unknown", untrusted: contract?.untrusted_output ?? true };
+  return { tool, contract_version: compiled?.contract.version ?? "unknown", untrusted: compiled?.untrustedOutput ?? true };
 }
 
 /**

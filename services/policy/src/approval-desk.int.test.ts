@@ -98,7 +98,8 @@ describe("ApprovalDesk", () => {
     const check = await verifyAndConsume(store, {
       decision: authorized.payload.decision,
       arguments: authorized.payload.arguments,
-      contract: registry.get("save_evidence")!.contract,
+      approvalRule: registry.get("save_evidence")!.contract.approval,
+      resources: registry.get("save_evidence")!.resources(authorized.payload.arguments),
       presentation: "stream:1",
       consumer: "e",
       now: new Date(clock + 1_000),

@@ -19,7 +19,7 @@ import type { Logger } from "@toolgate/telemetry";
 import { authorizeApproval, authorizeCall } from "./authorization.js";
 import type { CedarPolicies } from "./cedar-policies.js";
 import { deniedMessage } from "./decide.js";
-import { argumentWarnings, redactArguments } from "./redaction.js";
+import { argumentWarnings } from "./redaction.js";
 
 /** An approval request as approvers see it: arguments redacted where the contract marks them sensitive. */
 export interface ApprovalView {
@@ -115,7 +115,12 @@ export class ApprovalDesk {
       side_effect: contract.side_effect,
       arguments_json: canonicalJson(verdict.arguments),
       args_hash: verdict.argsHash,
-      plan_hash: planHash({ tool: verdict.tool.ref, arguments: verdict.arguments, principal: proposal.principal, resources: contract.resources }),
+      plan_hash: planHash({
+        tool: verdict.tool.ref,
+        arguments: verdict.arguments,
+        principal: proposal.principal,
+        resources: verdict.tool.resources(verdict.arguments),
+      }),
       context: proposal.payload.context,
       taint: proposal.payload.taint ?? { tainted: false, sources: [] },
       reasons: verdict.reasons,
@@ -409,7 +414,7 @@ export class ApprovalDesk {
 
   #view(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord | undefined): ApprovalView {
     const args = JSON.parse(request.arguments_json) as Record<string, JsonValue>;
-    const sensitive = this.#deps.contracts.registry().getByHash(request.tool.hash)?.contract.sensitive ?? [];
+    const tool = this.#deps.contracts.registry().getByHash(request.tool.hash);
     const state = decision ? decision.outcome : request.expires_at <= this.#now() ? "expired" : "pending";
     return {
       approval_id: request._id,
@@ -420,9 +425,9 @@ export class ApprovalDesk {
       risk: request.risk,
       side_effect: request.side_effect,
       requester: { tenant: request.requester.tenant, subject: request.requester.subject },
-      // Unknown contract (changed since): nothing can be known to be safe to show.
-      arguments: this.#deps.contracts.registry().getByHash(request.tool.hash) ? redactArguments(args, sensitive) : {},
-      warnings: argumentWarnings(redactArguments(args, sensitive)),
+      // Unknown contract (changed since): nothing can be known to be safe to show. Warnings name places, not values.
+      arguments: tool ? tool.redactArguments(args) : {},
+      warnings: argumentWarnings(tool ? tool.redactArguments(args) : args),
       plan_hash: request.plan_hash,
       args_hash: request.args_hash,
       reasons: request.reasons,

@@ -1,4 +1,3 @@
-import { resourceId } from "@toolgate/approvals";
 import type { JsonValue, Principal, RunContext } from "@toolgate/contracts";
 import type { CompiledTool } from "@toolgate/registry";
 import type { CedarAnswer, CedarContext, CedarEntity, CedarPolicies, CedarUid } from "./cedar-policies.js";
@@ -141,11 +140,10 @@ export function authorizeCall(policies: CedarPolicies, facts: CallFacts): Author
     reasons.push(`${subject}: its contract always requires approval`);
   }
 
-  const action = contract.side_effect === "none" || contract.side_effect === "read" ? "read" : "write";
-  for (const { type: resourceType, pointer } of contract.resources) {
+  const action = tool.writes ? "write" : "read";
+  for (const { type: resourceType, pointer, id } of tool.resources(facts.arguments)) {
     const type = entityType(resourceType);
     const what = `${action} ${resourceType} at ${pointer}`;
-    const id = resourceId(facts.arguments, pointer);
     // No reason may depend on whether the object exists: the listed entity only feeds Cedar.
     if (id === null) return { kind: "deny", level: "resource", type: resourceType, pointer, reasons: [`${what}: the arguments name none`] };
     const uid = { type, id };

@@ -1,5 +1,5 @@
 import { ErrorCodeSchema, isRetryableByDefault, type ErrorCode, type JsonValue } from "@toolgate/contracts";
-import type { ToolContext, ToolContract } from "@toolgate/registry";
+import { writes, type ToolContext, type ToolContract } from "@toolgate/registry";
 import { Agent, request } from "undici";
 import type { ToolAnswer } from "../run-tool.js";
 
@@ -51,7 +51,7 @@ export class HttpTransport {
     const origin = this.#endpoints.get(target.origin);
     if (origin === undefined) return { outcome: { ok: false, code: "TOOL_DISABLED", message: `${contract.name} is not reachable from this executor` } };
     const url = new URL(`${target.pathname}${target.search}`, origin);
-    const sideEffect = contract.side_effect === "write" || contract.side_effect === "external";
+    const sideEffect = writes(contract);
     let response: Awaited<ReturnType<typeof request>>;
     try {
       response = await request(url, {

@@ -4,7 +4,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { JsonValue } from "@toolgate/contracts";
-import type { ToolContext, ToolContract } from "@toolgate/registry";
+import { writes, type ToolContext, type ToolContract } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { McpServerConfig } from "../config.js";
 import type { ToolAnswer } from "../run-tool.js";
@@ -141,7 +141,7 @@ export class McpTransport {
       return { outcome: { ok: false, code: "TOOL_DISABLED", message: `${contract.name} is not available` }, evidence: { reason: refused } };
     }
     const link = this.#links.get(contract.transport.server)!;
-    const sideEffect = contract.side_effect === "write" || contract.side_effect === "external";
+    const sideEffect = writes(contract);
     let client: Client;
     try {
       client = await this.#connect(link);
