@@ -28,9 +28,13 @@ it("lets a call in flight finish when the executor is told to stop, and exits cl
 
   const code = await stack.process("executor-1").stop();
   expect(code).toBe(0);
-  // The search it was running ended with its real result before the process exited.
-  const completed = (await events()).find((e) => e.event.type === "completed" && e.event.call_id === first.event.call_id);
-  expect(completed?.event.payload.result).toMatchObject({ ok: true });
+  // The search it was running ended with its real result before the process exited: no other executor
+  // is running yet, so a completion can only have come from the one that stopped. The audit ingests
+  // asynchronously, so wait for it to have read that far.
+  const completed = await waitFor(async () => (await events()).find((e) => e.event.type === "completed" && e.event.call_id === first.event.call_id), {
+    description: "the stopped executor's completion reaching the audit",
+  });
+  expect(completed.event.payload.result).toMatchObject({ ok: true });
 
   // Another executor picks up the rest of the run.
   await stack.startService("executor", "executor-2");
