@@ -1,0 +1,374 @@
+/**
+ * The chaos suite: a steady load of side-effecting calls through the public API while one fault at a time hits
+ * the stack — the NATS server killed, FerretDB paused and killed, audit, policy, the orchestrator and executors
+ * killed, every service restarted in turn — and, per scenario, what became of every call: submitted, terminal,
+ * lost, duplicate effects (counted in the tool's own ledger, per logical call), audit gaps (an attempt claimed
+ * in the idempotency store without its `started` in the audit trail), 5xx answers other than 503, and the
+ * recovery time (from the end of the fault until every call submitted before then has its outcome).
+ *
+ * The client is the one a careful host would write: each logical call carries its own `Idempotency-Key`, and
+ * a submission whose answer did not arrive (a reset connection, a timeout, 503, 409 while the first is in
+ * flight) is sent again, unchanged, until it answers. The servers are private (`PrivateNats`,
+ * `PrivateFerretDb`): the suite kills its own, never the shared ones.
+ *
+ *   node packages/devtools/dist/chaos.js [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
+ *
+ * `--short` (what CI runs) shortens every fault and the load around it. Exits 1 when any scenario loses a
+ * call, duplicates an effect, leaves an audit gap, answers 5xx other than 503, or recovers in more than 5 s.
+ */
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { PrivateFerretDb, PrivateNats, Stack } from "@toolgate/testkit";
+import { MongoClient, type Db } from "mongodb";
+
+const { values: args } = parseArgs({
+  options: {
+    scenarios: { type: "string", default: "all" },
+    short: { type: "boolean", default: false },
+    rate: { type: "string", default: "30" },
+    json: { type: "string" },
+  },
+});
+
+const SHORT = args.short;
+const RATE = Number(args.rate);
+/** Load before the fault starts, and after it ends. */
+const LEAD_MS = SHORT ? 2_000 : 4_000;
+const TAIL_MS = SHORT ? 3_000 : 6_000;
+const DRAIN_MS = 90_000;
+const RECOVERY_LIMIT_MS = 5_000;
+const TERMINAL = new Set(["completed", "outcome_unknown", "rejected", "denied"]);
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface FaultContext {
+  stack: Stack;
+  nats: PrivateNats;
+  ferret: PrivateFerretDb;
+}
+
+interface Scenario {
+  name: string;
+  /** Injects the fault; resolves when it is over (the process restarted, the server resumed). */
+  fault(ctx: FaultContext): Promise<void>;
+}
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: "nats-kill",
+    async fault({ nats }) {
+      await nats.kill();
+      await sleep(SHORT ? 3_000 : 5_000);
+      await nats.start();
+    },
+  },
+  {
+    name: "ferretdb-pause",
+    async fault({ ferret }) {
+      ferret.pause();
+      await sleep(SHORT ? 4_000 : 10_000);
+      ferret.resume();
+    },
+  },
+  {
+    name: "ferretdb-kill",
+    async fault({ ferret }) {
+      await ferret.kill();
+      await sleep(2_000);
+      await ferret.start();
+    },
+  },
+  {
+    name: "audit-kill",
+    async fault({ stack }) {
+      await stack.process("audit").kill();
+      await sleep(SHORT ? 5_000 : 20_000);
+      await stack.startService("audit");
+    },
+  },
+  {
+    name: "policy-kill",
+    async fault({ stack }) {
+      await stack.process("policy").kill();
+      await stack.startService("policy");
+    },
+  },
+  {
+    name: "orchestrator-kill",
+    async fault({ stack }) {
+      await stack.process("orchestrator").kill();
+      await stack.startService("orchestrator");
+    },
+  },
+  {
+    name: "executor-kills",
+    async fault({ stack }) {
+      const until = Date.now() + (SHORT ? 9_000 : 30_000);
+      for (let k = 0; Date.now() < until; k++) {
+        const label = `executor-${(k % 2) + 1}`;
+        await stack.process(label).kill();
+        await stack.startService("executor", label);
+        await sleep(3_000);
+      }
+    },
+  },
+  {
+    name: "rolling-restart",
+    async fault({ stack }) {
+      for (const [service, label] of [
+        ["audit", "audit"],
+        ["policy", "policy"],
+        ["executor", "executor-1"],
+        ["executor", "executor-2"],
+        ["orchestrator", "orchestrator"],
+      ] as const) {
+        await stack.process(label).stop();
+        await stack.startService(service, label);
+      }
+    },
+  },
+];
+
+/** What happened to one logical call, as the client saw it. */
+interface CallRecord {
+  n: number;
+  submittedAt: number;
+  endedAt?: number;
+  status?: string;
+  /** Runtime call ids the orchestrator answered with, over all of the client's attempts. */
+  callIds: Set<string>;
+  attempts: number;
+}
+
+/** A host that submits calls at a fixed rate and retries each, unchanged, until it has an outcome. */
+class Load {
+  readonly calls: CallRecord[] = [];
+  /** HTTP answers by status (0: no answer at all). */
+  readonly answers = new Map<number, number>();
+  readonly #stack: Stack;
+  readonly #scenario: string;
+  readonly #pending: Promise<void>[] = [];
+  #stopped = false;
+  #submitting: Promise<void> | undefined;
+  /** Calls give up at this time (set when the drain ends). */
+  #deadline = Number.POSITIVE_INFINITY;
+
+  constructor(stack: Stack, scenario: string) {
+    this.#stack = stack;
+    this.#scenario = scenario;
+  }
+
+  start(): void {
+    this.#submitting = (async () => {
+      const begin = Date.now();
+      for (let n = 0; !this.#stopped; n++) {
+        const due = begin + (n * 1_000) / RATE;
+        if (due > Date.now()) await sleep(due - Date.now());
+        if (this.#stopped) break;
+        const record: CallRecord = { n, submittedAt: Date.now(), callIds: new Set(), attempts: 0 };
+        this.calls.push(record);
+        this.#pending.push(this.#drive(record));
+      }
+    })();
+  }
+
+  /** Stops submitting; resolves when every call has an outcome or `deadlineMs` has passed. */
+  async finish(deadlineMs: number): Promise<void> {
+    this.#stopped = true;
+    await this.#submitting;
+    await Promise.race([Promise.all(this.#pending), sleep(deadlineMs)]);
+    this.#deadline = 0;
+  }
+
+  async #drive(record: CallRecord): Promise<void> {
+    const body = {
+      calls: [{ id: "host_1", name: "chaos_write", arguments: { n: record.n, delay_ms: 20 + (record.n % 5) * 20, effect: "after_delay" } }],
+      wait_ms: 5_000,
+    };
+    const key = `chaos-${this.#scenario}-${record.n}`;
+    while (Date.now() < this.#deadline) {
+      record.attempts++;
+      const answer = await this.#request("POST", "/v1/tool-calls", body, key);
+      if (answer.status === 200 || answer.status === 202) {
+        const result = (answer.body as { results?: { call_id: string; status: string }[] }).results?.[0];
+        if (result) {
+          record.callIds.add(result.call_id);
+          if (TERMINAL.has(result.status)) {
+            record.status = result.status;
+            record.endedAt = Date.now();
+            return;
+          }
+          if (await this.#poll(record, result.call_id)) return;
+          continue;
+        }
+      }
+      await sleep(retryDelay(answer.retryAfter));
+    }
+  }
+
+  /** Waits for the call's outcome through `GET /v1/tool-calls/:id`; false when the stack stopped answering. */
+  async #poll(record: CallRecord, callId: string): Promise<boolean> {
+    while (Date.now() < this.#deadline) {
+      const answer = await this.#request("GET", `/v1/tool-calls/${callId}`);
+      const status = (answer.body as { status?: string } | undefined)?.status;
+      if (answer.status === 200 && status !== undefined && TERMINAL.has(status)) {
+        record.status = status;
+        record.endedAt = Date.now();
+        return true;
+      }
+      if (answer.status === 404) return false;
+      await sleep(answer.status === 200 ? 100 : retryDelay(answer.retryAfter));
+    }
+    return false;
+  }
+
+  async #request(method: "GET" | "POST", path: string, body?: unknown, key?: string): Promise<{ status: number; body: unknown; retryAfter?: string }> {
+    let status = 0;
+    try {
+      const response = await fetch(`${this.#stack.orchestratorUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.#stack.apiKeys.alice}`,
+          ...(key ? { "idempotency-key": key } : {}),
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(15_000),
+      });
+      status = response.status;
+      const text = await response.text();
+      const retryAfter = response.headers.get("retry-after") ?? undefined;
+      return { status, body: text ? (JSON.parse(text) as unknown) : undefined, ...(retryAfter ? { retryAfter } : {}) };
+    } catch {
+      return { status, body: undefined };
+    } finally {
+      this.answers.set(status, (this.answers.get(status) ?? 0) + 1);
+    }
+  }
+}
+
+function retryDelay(retryAfter: string | undefined): number {
+  const seconds = Number(retryAfter);
+  return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds * 1_000, 2_000) : 250;
+}
+
+interface ScenarioReport {
+  scenario: string;
+  submitted: number;
+  terminal: number;
+  lost: number;
+  duplicateEffects: number;
+  /** Logical calls that got more than one runtime call id (a retry that was not recognized). */
+  duplicateCalls: number;
+  auditGaps: number;
+  fiveXX: number;
+  unavailable503: number;
+  recoveryMs: number;
+  passed: boolean;
+}
+
+async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: PrivateFerretDb, mongo: MongoClient): Promise<ScenarioReport> {
+  const stack = await Stack.start({ natsUrl: nats.url, mongoUrl: ferret.url, toolsets: ["chaos", "operations"], executors: 2, logLevel: "warn" });
+  try {
+    const load = new Load(stack, scenario.name);
+    load.start();
+    await sleep(LEAD_MS);
+    await scenario.fault({ stack, nats, ferret });
+    const faultEnd = Date.now();
+    await sleep(TAIL_MS);
+    await load.finish(DRAIN_MS);
+    await stack.quiesce(60_000).catch(() => undefined);
+
+    const tools = mongo.db(`${stack.name}_tools`);
+    const runtime = mongo.db(`${stack.name}_runtime`);
+    const ended = load.calls.filter((c) => c.endedAt !== undefined);
+    const before = load.calls.filter((c) => c.submittedAt <= faultEnd);
+    const recoveryMs = Math.max(0, ...before.map((c) => (c.endedAt ?? Number.POSITIVE_INFINITY) - faultEnd));
+    const fiveXX = [...load.answers].filter(([status]) => status >= 500 && status !== 503).reduce((s, [, n]) => s + n, 0);
+    const report: ScenarioReport = {
+      scenario: scenario.name,
+      submitted: load.calls.length,
+      terminal: ended.length,
+      lost: load.calls.length - ended.length,
+      duplicateEffects: await duplicateEffectsPerCall(tools),
+      duplicateCalls: load.calls.filter((c) => c.callIds.size > 1).length,
+      auditGaps: await auditGaps(stack, runtime),
+      fiveXX,
+      unavailable503: load.answers.get(503) ?? 0,
+      recoveryMs,
+      passed: false,
+    };
+    report.passed = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0 && recoveryMs <= RECOVERY_LIMIT_MS;
+    return report;
+  } finally {
+    await stack.stop().catch(() => undefined);
+  }
+}
+
+/** Logical calls (the `n` the tool recorded with its answer) with more than one effect in the ledger. */
+async function duplicateEffectsPerCall(tools: Db): Promise<number> {
+  const perCall = new Map<number, number>();
+  for await (const effect of tools.collection<{ data_json?: string }>("effects").find({}, { projection: { data_json: 1 } })) {
+    const n = effect.data_json === undefined ? -1 : (JSON.parse(effect.data_json) as { n: number }).n;
+    perCall.set(n, (perCall.get(n) ?? 0) + 1);
+  }
+  return [...perCall.values()].filter((count) => count > 1).length;
+}
+
+/** Attempts claimed in the idempotency store (attempt 1 with the key, later ones as steps) without `started` in audit. */
+async function auditGaps(stack: Stack, runtime: Db): Promise<number> {
+  const claims = new Map<string, { callId: string; attempts: Set<number> }>();
+  for await (const key of runtime.collection<{ _id: string; call_id: string }>("idempotency_keys").find({}, { projection: { call_id: 1 } })) {
+    claims.set(key._id, { callId: key.call_id, attempts: new Set([1]) });
+  }
+  for await (const step of runtime
+    .collection<{ key: string; kind: string; attempt: number }>("idempotency_keys_steps")
+    .find({ kind: { $in: ["takeover", "start"] } })) {
+    claims.get(step.key)?.attempts.add(step.attempt);
+  }
+  let gaps = 0;
+  for (const { callId, attempts } of claims.values()) {
+    const { body } = await stack.audit<{ events?: { event: { type: string; attempt: number } }[] }>(`/v1/calls/${callId}/events`);
+    const started = new Set((body.events ?? []).filter((e) => e.event.type === "started").map((e) => e.event.attempt));
+    for (const attempt of attempts) if (!started.has(attempt)) gaps++;
+  }
+  return gaps;
+}
+
+async function main(): Promise<number> {
+  const wanted = args.scenarios === "all" ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.split(",").includes(s.name));
+  if (wanted.length === 0) throw new Error(`no such scenario; known: ${SCENARIOS.map((s) => s.name).join(", ")}`);
+  const [nats, ferret] = await Promise.all([PrivateNats.start(), PrivateFerretDb.start()]);
+  const mongo = await new MongoClient(ferret.url, { serverSelectionTimeoutMS: 30_000 }).connect();
+  const reports: ScenarioReport[] = [];
+  try {
+    for (const scenario of wanted) {
+      console.log(`${scenario.name}: ${RATE} calls/s of chaos_write, 2 executors${SHORT ? " (short)" : ""}`);
+      const report = await runScenario(scenario, nats, ferret, mongo);
+      reports.push(report);
+      console.log(`  ${summary(report)}`);
+    }
+  } finally {
+    await mongo.close();
+    await Promise.all([nats.stop(), ferret.stop()]);
+  }
+  console.log("\nscenario            submitted terminal lost dup-effects dup-calls audit-gaps 5xx 503  recovery  verdict");
+  for (const r of reports) {
+    console.log(
+      `${r.scenario.padEnd(19)} ${String(r.submitted).padStart(9)} ${String(r.terminal).padStart(8)} ${String(r.lost).padStart(4)} ${String(r.duplicateEffects).padStart(11)} ` +
+        `${String(r.duplicateCalls).padStart(9)} ${String(r.auditGaps).padStart(10)} ${String(r.fiveXX).padStart(3)} ${String(r.unavailable503).padStart(4)} ` +
+        `${(r.recoveryMs / 1_000).toFixed(1).padStart(7)} s  ${r.passed ? "pass" : "FAIL"}`,
+    );
+  }
+  if (args.json) writeFileSync(args.json, JSON.stringify({ rate: RATE, short: SHORT, reports }, null, 2));
+  return reports.every((r) => r.passed) ? 0 : 1;
+}
+
+function summary(r: ScenarioReport): string {
+  return (
+    `submitted ${r.submitted}, terminal ${r.terminal}, lost ${r.lost}, duplicate effects ${r.duplicateEffects}, audit gaps ${r.auditGaps}, ` +
+    `5xx ${r.fiveXX} (503: ${r.unavailable503}), recovery ${(r.recoveryMs / 1_000).toFixed(1)} s: ${r.passed ? "pass" : "FAIL"}`
+  );
+}
+
+process.exitCode = await main();
