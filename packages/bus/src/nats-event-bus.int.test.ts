@@ -467,6 +467,50 @@ describe("NatsEventBus", () => {
     expect(handled()).toEqual([events[1]!.id, events[2]!.id].sort());
   });
 
+  it("keeps the messages of a live worker its own past the ack wait: the slow one and those queued behind it", async () => {
+    const h = await harness();
+    const ackWaitMs = 1_000;
+    // The work itself outlasts three ack waits; only the heartbeats keep the server from redelivering.
+    const slow = recorder(async (_event, delivery) => {
+      if (delivery.streamSeq === 1) await new Promise((resolve) => setTimeout(resolve, 3.5 * ackWaitMs));
+      return ACK;
+    });
+    await h.consume(spec({ slots: 1, ackWaitMs }), slow.handler);
+    const events = [startedEvent(), startedEvent(), startedEvent()];
+    for (const event of events) await h.bus.publish(event);
+    await waitFor(() => slow.deliveries.length >= events.length, { description: "every event to be handled", timeoutMs: 15_000 });
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "worker")).num_ack_pending === 0, { description: "every event acknowledged" });
+    expect(slow.deliveries.map((d) => [d.event.id, d.delivery.deliveryCount])).toEqual(events.map((e) => [e.id, 1]));
+    expect((await h.jsm.consumers.info(h.subjects.stream, "worker")).num_redelivered).toBe(0);
+  });
+
+  it("gives the messages a dead process held to another replica within one ack wait", async () => {
+    const h = await harness();
+    const ackWaitMs = 1_000;
+    const doomed = await connectBus(h.subjects);
+    const held = recorder(() => new Promise<Disposition>(() => undefined));
+    await doomed.consume(spec({ slots: 2, ackWaitMs }), held.handler);
+    const events = [startedEvent(), startedEvent()];
+    for (const event of events) await h.bus.publish(event);
+    await waitFor(() => held.deliveries.length === events.length, { description: "the doomed process to hold both" });
+    // The process dies: its connection goes without a word about the messages it held.
+    await doomed.connection.close();
+    const died = Date.now();
+    const replica = recorder();
+    await h.consume(spec({ slots: 2, ackWaitMs }), replica.handler);
+    await waitFor(() => replica.deliveries.length === events.length, { description: "the replica to get both", timeoutMs: 10_000 });
+    expect(Math.max(...replica.deliveries.map((d) => d.at)) - died).toBeLessThan(ackWaitMs + 1_000);
+    expect(replica.deliveries.every((d) => d.delivery.deliveryCount === 2)).toBe(true);
+  });
+
+  it("tells whether it is connected, and says so once when the connection goes", async () => {
+    const h = await harness();
+    expect(h.bus.connected).toBe(true);
+    const other = await connectBus(h.subjects);
+    await other.connection.close();
+    await waitFor(() => !other.connected, { description: "a closed bus to say it is not connected" });
+  });
+
   it("shares one durable consumer between replicas: each event is handled once", async () => {
     const h = await harness();
     const other = await connectBus(h.subjects);

@@ -89,6 +89,7 @@ export class NatsEventBus implements EventBus {
   readonly #log: Logger;
   readonly #stats: RuntimeStats;
   readonly #tracer = trace.getTracer("toolgate-bus");
+  #connected = true;
 
   private constructor(nc: NatsConnection, jsm: JetStreamManager, options: NatsEventBusOptions) {
     this.#nc = nc;
@@ -97,6 +98,53 @@ export class NatsEventBus implements EventBus {
     this.#options = options;
     this.#log = options.logger.child({ component: "bus" });
     this.#stats = options.stats ?? new RuntimeStats();
+    this.#watchStatus().catch((error: unknown) => this.#log.error({ err: error }, "NATS status watch ended"));
+  }
+
+  /** False from a lost connection until the client has reconnected (or for good once closed). */
+  get connected(): boolean {
+    return this.#connected && !this.#nc.isClosed();
+  }
+
+  /**
+   * Logs each change of the connection's state once: the loss, the reconnection, and the server's errors —
+   * never once per reconnect attempt, which the client makes every few hundred milliseconds.
+   */
+  async #watchStatus(): Promise<void> {
+    let lostAt = 0;
+    for await (const status of this.#nc.status()) {
+      switch (status.type) {
+        case "disconnect":
+          if (this.#connected) {
+            this.#connected = false;
+            lostAt = Date.now();
+            this.#stats.add("bus.disconnected");
+            this.#log.warn({ server: status.server }, "NATS connection lost; reconnecting (publishes fail until it is back)");
+          }
+          break;
+        case "reconnect":
+          if (!this.#connected) {
+            this.#connected = true;
+            this.#log.info({ server: status.server, down_ms: Date.now() - lostAt }, "NATS connection restored");
+          }
+          break;
+        case "ldm":
+          this.#log.warn({ server: status.server }, "NATS server entering lame-duck mode");
+          break;
+        case "error":
+          this.#log.warn({ err: status.error }, "NATS server reported an error");
+          break;
+        case "staleConnection":
+          this.#log.warn("NATS connection stale (no pong); reconnecting");
+          break;
+        case "slowConsumer":
+          this.#log.warn({ subject: status.sub.getSubject(), pending: status.pending }, "NATS slow consumer");
+          break;
+        default:
+          break;
+      }
+    }
+    this.#connected = false;
   }
 
   /** Connects and makes sure the event stream exists with the configured settings. */
@@ -178,11 +226,15 @@ export class NatsEventBus implements EventBus {
     const waiting: { msg: JsMsg; durable: string }[] = [];
     const subscriptions: ConsumerMessages[] = [];
     let stopping = false;
+    // Every message this process holds (handled or waiting), with when the server last heard it is in hand.
+    const held = new Map<JsMsg, number>();
+    const keepAlive = heldMessagesKeepAlive(held, spec.ackWaitMs);
 
     const run = (msg: JsMsg, durable: string): void => {
       const task = this.#handle(msg, spec, handler, onRejected)
         .catch((error: unknown) => this.#log.error({ err: error, consumer: durable }, "message handling failed"))
         .finally(() => {
+          held.delete(msg);
           inFlight.delete(task);
           const next = stopping ? undefined : waiting.shift();
           if (next) run(next.msg, next.durable);
@@ -194,15 +246,23 @@ export class NatsEventBus implements EventBus {
     const deliver = (durable: string) => (msg: JsMsg) => {
       // Messages arriving after stop() go back to the stream at once, for another replica, instead of waiting
       // out the ack wait.
-      if (stopping) msg.nak();
-      else if (inFlight.size < spec.slots) run(msg, durable);
+      if (stopping) {
+        msg.nak();
+        return;
+      }
+      held.set(msg, Date.now());
+      if (inFlight.size < spec.slots) run(msg, durable);
       else waiting.push({ msg, durable });
     };
     const stop = async (): Promise<void> => {
       stopping = true;
       await Promise.all(subscriptions.map((m) => m.close()));
-      for (const { msg } of waiting.splice(0)) msg.nak();
+      for (const { msg } of waiting.splice(0)) {
+        held.delete(msg);
+        msg.nak();
+      }
       await Promise.all([...inFlight]);
+      clearInterval(keepAlive);
     };
 
     for (const [i, filter] of filters.entries()) {
@@ -386,4 +446,25 @@ function subjectMismatch(subjects: SubjectCatalogue, subject: string, event: Too
   const id = event.kind === "call" ? event.call_id : event.run_id;
   if (parts && parts.kind === event.kind && parts.id === id && parts.type === event.type) return undefined;
   return { reason: "subject_mismatch", detail: `event ${event.kind}.${event.type} for ${id} arrived on ${subject}` };
+}
+
+/**
+ * Keeps the ack wait of messages a live process holds from running out: every third of the ack wait, each
+ * message held for longer than that is reported in progress (`+WPI`), so the wait can be short — a dead
+ * process's messages go to another replica within one ack wait — without redelivering the slow handlers and
+ * the messages queued behind them of a live one. One timer per consumer; messages handled faster than a
+ * third of the ack wait never cost a heartbeat.
+ */
+function heldMessagesKeepAlive(held: Map<JsMsg, number>, ackWaitMs: number): NodeJS.Timeout {
+  const every = Math.max(100, Math.floor(ackWaitMs / 3));
+  const timer = setInterval(() => {
+    const now = Date.now();
+    for (const [msg, heardAt] of held) {
+      if (now - heardAt < every) continue;
+      msg.working();
+      held.set(msg, now);
+    }
+  }, every);
+  timer.unref();
+  return timer;
 }

@@ -29,6 +29,12 @@ export const baseEnvShape = {
   STREAM_MAX_AGE_MS: int(60_000, 365 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
   STREAM_DUPLICATE_WINDOW_MS: int(1_000, 24 * 3_600_000).default(120_000),
   MAX_EVENT_BYTES: int(4_096, 64 * 1024 * 1024).default(1024 * 1024),
+  /**
+   * How long a message a process was given stays its own without word from it. Live processes report the
+   * messages they hold in progress every third of this, so it bounds how long a dead process's messages wait
+   * before another replica gets them, not how long a handler may take.
+   */
+  BUS_ACK_WAIT_MS: int(1_000, 600_000).default(3_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   INSTANCE_ID: z
     .string()

@@ -9,7 +9,7 @@ const AuditEnvSchema = z.object({
   AUDIT_SLOTS: z.coerce.number().int().min(1).max(8_192).default(512),
   AUDIT_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(8_192),
   /** How long a delivered event may stay unacknowledged before redelivery (e.g. after an audit crash). */
-  AUDIT_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(10_000),
+  AUDIT_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(3_000),
   /**
    * How long an event waits for others to share its ledger block when audit is idle (under load blocks fill
    * while the previous insert is in flight and nothing waits). Audit is off every call's critical path.

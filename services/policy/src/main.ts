@@ -63,7 +63,7 @@ await runService({
         filters: [infra.subjects.callEvents("proposed")],
         slots: config.POLICY_SLOTS,
         maxAckPending: config.POLICY_MAX_ACK_PENDING,
-        ackWaitMs: 30_000,
+        ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
       },
       policyHandler({ bus: infra.bus, contracts, policies: () => policies, signer, decisionTtlMs: config.POLICY_DECISION_TTL_MS, quotas, desk, logger }),
@@ -71,7 +71,14 @@ await runService({
 
     // A run that stops withdraws its calls' open approval requests, so none of them can run after the stop.
     const runStops = await infra.bus.consume(
-      { name: "policy-run-stops", filters: [infra.subjects.runEvents("stopped")], slots: 4, maxAckPending: 256, ackWaitMs: 30_000, maxDeliver: 20 },
+      {
+        name: "policy-run-stops",
+        filters: [infra.subjects.runEvents("stopped")],
+        slots: 4,
+        maxAckPending: 256,
+        ackWaitMs: config.BUS_ACK_WAIT_MS,
+        maxDeliver: 20,
+      },
       async (event) => {
         if (event.kind !== "run" || event.type !== "stopped") return terminate(`policy does not handle ${event.kind}.${event.type} here`);
         await desk.withdrawRun(event.run_id, event.payload.reason);
