@@ -1,5 +1,5 @@
 import { randomFillSync } from "node:crypto";
-import { decodeTime, monotonicFactory } from "ulid";
+import { decodeTime, encodeTime, monotonicFactory } from "ulid";
 import { z } from "zod";
 
 const pool = new Uint32Array(256);
@@ -42,6 +42,11 @@ export function newCallId(): CallId {
 /** Creates a new run id; sortable by creation time. */
 export function newRunId(): RunId {
   return `run_${ulid()}`;
+}
+
+/** The lowest call id that can be minted at `ms` (epoch): every call id minted before it sorts below it. */
+export function callIdFloor(ms: number): CallId {
+  return `call_${encodeTime(Math.max(0, Math.floor(ms)), 10)}${"0".repeat(16)}`;
 }
 
 /** When a call or run id was minted (epoch ms, from its ULID), or undefined for anything else. */

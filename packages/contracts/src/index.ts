@@ -15,7 +15,7 @@ export {
   type SuccessResult,
   type FailureResult,
 } from "./result-envelope.js";
-export { CallIdSchema, RunIdSchema, newCallId, newRunId, idTime, isSubjectSafe, type CallId, type RunId } from "./ids.js";
+export { CallIdSchema, RunIdSchema, callIdFloor, newCallId, newRunId, idTime, isSubjectSafe, type CallId, type RunId } from "./ids.js";
 export { PrincipalSchema, type Principal } from "./principal.js";
 export { canonicalJson, canonicalHash, sha256 } from "./hashing.js";
 export {

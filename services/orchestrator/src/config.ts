@@ -35,6 +35,15 @@ const OrchestratorEnvSchema = z.object({
     .default(24 * 3_600_000),
   /** How often wall-clock and approval-wait budgets and blocked writes are checked. */
   ORCHESTRATOR_SWEEP_MS: z.coerce.number().int().min(50).max(60_000).default(500),
+  /** Calls recorded but not proposed this long are proposed by the (every 20th, full) sweep. */
+  ORCHESTRATOR_ORPHAN_GRACE_MS: z.coerce.number().int().min(500).max(3_600_000).default(5_000),
+  /** How far back a starting orchestrator looks for such calls. */
+  ORCHESTRATOR_ORPHAN_LOOKBACK_MS: z.coerce
+    .number()
+    .int()
+    .min(60_000)
+    .max(7 * 24 * 3_600_000)
+    .default(3_600_000),
   ORCHESTRATOR_SLOTS: z.coerce.number().int().min(1).max(4_096).default(256),
   ORCHESTRATOR_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(4_096),
 });

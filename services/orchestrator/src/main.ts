@@ -71,7 +71,18 @@ await runService({
         .filter((t) => t.contract.enabled)
         .map((t) => t.contract),
     );
-    const loop = new RunLoop({ store, bus: infra.bus, contracts, scheduler, models, waiters, defaultBudgets, instanceId: config.INSTANCE_ID, logger });
+    const loop = new RunLoop({
+      store,
+      bus: infra.bus,
+      contracts,
+      scheduler,
+      models,
+      waiters,
+      defaultBudgets,
+      instanceId: config.INSTANCE_ID,
+      logger,
+      orphans: { lookbackMs: config.ORCHESTRATOR_ORPHAN_LOOKBACK_MS, graceMs: config.ORCHESTRATOR_ORPHAN_GRACE_MS },
+    });
     const worker = await infra.bus.consume(
       {
         name: "orchestrator",

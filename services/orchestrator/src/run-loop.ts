@@ -9,6 +9,7 @@ import type { CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import { HostCalls } from "./host-calls.js";
 import { LoopState, ProgressWriter } from "./loop-state.js";
+import { OrphanSweep } from "./orphan-sweep.js";
 import { RunRequestError } from "./proposals.js";
 import { RunEnds } from "./run-ends.js";
 import { RunRecovery } from "./run-recovery.js";
@@ -32,6 +33,8 @@ export interface RunLoopDeps {
   instanceId: string;
   logger: Logger;
   now?: () => number;
+  /** Recorded-but-unproposed calls: how far back a process's first look goes, and how old a call must be. */
+  orphans?: { lookbackMs: number; graceMs: number };
 }
 
 /**
@@ -82,7 +85,8 @@ export class RunLoop {
       now,
     });
     this.#outcomes = new CallOutcomes({ store, bus, contracts, scheduler, waiters: deps.waiters, state, player: this.#player, logger, now });
-    this.#recovery = new RunRecovery({ store, scheduler, state, player: this.#player, ends: this.#ends, logger, now });
+    const orphans = new OrphanSweep({ store, scheduler, bus, logger, now, batch: 1_000, ...(deps.orphans ?? { lookbackMs: 3_600_000, graceMs: 5_000 }) });
+    this.#recovery = new RunRecovery({ store, scheduler, state, player: this.#player, ends: this.#ends, orphans, logger, now });
   }
 
   /** Consumes terminal call events: see {@link CallOutcomes}. */

@@ -2,6 +2,7 @@ import type { Logger } from "@toolgate/telemetry";
 import { checkApprovalWaits, checkWallClock } from "./budgets.js";
 import type { CallScheduler } from "./call-scheduler.js";
 import type { LoopState } from "./loop-state.js";
+import type { OrphanSweep } from "./orphan-sweep.js";
 import type { RunEnds } from "./run-ends.js";
 import type { RunStore } from "./run-store.js";
 import type { TurnPlayer } from "./turn-player.js";
@@ -12,6 +13,7 @@ export interface RunRecoveryDeps {
   state: LoopState;
   player: TurnPlayer;
   ends: RunEnds;
+  orphans: OrphanSweep;
   logger: Logger;
   now: () => number;
 }
@@ -30,11 +32,15 @@ export class RunRecovery {
   /**
    * Stops runs past their wall clock or with a call waiting for a human too long, and retries writes waiting
    * for a resource lock. Runs this process drives are checked from memory; `full` also looks at every running
-   * run (those other, perhaps dead, replicas were watching).
+   * run (those other, perhaps dead, replicas were watching) and proposes the calls recorded since the last full
+   * sweep that were never proposed, in runs of every kind ({@link OrphanSweep}).
    */
   async sweep(full = false): Promise<void> {
-    const { store, scheduler, state, ends, now } = this.#deps;
-    if (full) for (const runId of await store.runningRunIds()) state.watched.add(runId);
+    const { store, scheduler, state, ends, orphans, now } = this.#deps;
+    if (full) {
+      for (const runId of await store.runningRunIds()) state.watched.add(runId);
+      await orphans.sweep();
+    }
     // Which writes have ended is read from the store: another replica may have handled some of their outcomes.
     for (const [runId, turn] of [...scheduler.blocked]) {
       const active = state.active(runId);

@@ -201,6 +201,8 @@ export class RunStore {
     await this.results.createIndex({ run_id: 1, turn: 1 });
     await this.steps.createIndex({ run_id: 1 });
     await this.steps.createIndex({ call_id: 1 });
+    // The orphan sweep reads the turn answers recorded since its last look (host calls it reads by id).
+    await this.steps.createIndex({ at: 1 });
     // Restarts and full sweeps look for the runs still running; the rest of the collection only grows.
     await this.runs.createIndex({ status: 1 });
   }
@@ -339,6 +341,34 @@ export class RunStore {
     if (tools.length === 0) return [];
     const rows = await this.results.find({ run_id: runId, tool_name: { $in: [...tools] }, ok: true }, { projection: { tool_name: 1 } }).toArray();
     return [...new Set(rows.map((r) => r.tool_name))];
+  }
+
+  /**
+   * Host calls with ids above `after` and below `below`, in id order (call ids sort by the time they were
+   * minted), at most `limit`: a range of the primary key.
+   */
+  callsWithIdsBetween(after: CallId, below: CallId, limit: number): Promise<CallRecord[]> {
+    return this.calls
+      .find({ _id: { $gt: after, $lt: below } })
+      .sort({ _id: 1 })
+      .limit(limit)
+      .toArray();
+  }
+
+  /** Managed runs' turn answers recorded at or after `from` and before `upTo`, oldest first, at most `limit`. */
+  async answersRecordedBetween(from: Date, upTo: Date, limit: number): Promise<TurnRecord[]> {
+    const steps = await this.steps
+      .find({ at: { $gte: from, $lt: upTo }, kind: "answer" })
+      .sort({ at: 1 })
+      .limit(limit)
+      .toArray();
+    return steps.filter((s): s is TurnRecord => s.kind === "answer");
+  }
+
+  /** Which of `callIds` have their outcome attached. */
+  async resultIds(callIds: readonly CallId[]): Promise<Set<CallId>> {
+    const rows = await this.results.find({ _id: { $in: [...callIds] } }, { projection: { _id: 1 } }).toArray();
+    return new Set(rows.map((r) => r._id));
   }
 
   callsOfTurn(runId: RunId, turn: number): Promise<CallRecord[]> {

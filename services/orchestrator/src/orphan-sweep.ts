@@ -1,0 +1,93 @@
+import type { EventBus } from "@toolgate/bus";
+import { callIdFloor, type CallId, type RunId } from "@toolgate/contracts";
+import type { Logger } from "@toolgate/telemetry";
+import type { CallScheduler } from "./call-scheduler.js";
+import type { CallRecord, RunStore } from "./run-store.js";
+
+export interface OrphanSweepDeps {
+  store: RunStore;
+  scheduler: CallScheduler;
+  bus: EventBus;
+  logger: Logger;
+  now: () => number;
+  /** How far back the first sweep of a process looks; later sweeps go on from where the last one stopped. */
+  lookbackMs: number;
+  /** Calls younger than this are left to the process that is recording them. */
+  graceMs: number;
+  /** Calls looked at per sweep at most (the rest wait for the next sweep). */
+  batch: number;
+}
+
+/**
+ * Finds calls that were recorded but never proposed — their process died between the two, or the stream was
+ * down when it tried — in runs of every kind, and schedules their turn again as the outcome of an earlier call
+ * would have: proposals are idempotent by event id, and scheduling proposes only what may run now (a write
+ * still waits for the one before it).
+ *
+ * A call is looked at once it is older than the grace period, and then never again once it has its outcome or
+ * its proposal is in the stream: what follows a proposal is carried by durable consumers, not by this sweep.
+ * Each process keeps its own cursor through the records — host calls by id (ids sort by the time they were
+ * minted, so a range of the primary key), turn answers by when they were recorded — so a sweep reads only what
+ * was recorded since the last one; replicas sweeping the same records propose nothing twice. The grace period
+ * also covers replicas whose clocks run behind this one's by less than it.
+ */
+export class OrphanSweep {
+  readonly #deps: OrphanSweepDeps;
+  /** The last host call id read, and when the last turn answer read was recorded. */
+  #cursor: { callId: CallId; answersAt: Date } | undefined;
+
+  constructor(deps: OrphanSweepDeps) {
+    this.#deps = deps;
+  }
+
+  /** Returns the calls it found unproposed in live runs, and scheduled. */
+  async sweep(): Promise<CallId[]> {
+    const { store, now, lookbackMs, graceMs, batch } = this.#deps;
+    const cursor = (this.#cursor ??= { callId: callIdFloor(now() - lookbackMs), answersAt: new Date(now() - lookbackMs) });
+    const upTo = now() - graceMs;
+    const [hosts, answers] = await Promise.all([
+      store.callsWithIdsBetween(cursor.callId, callIdFloor(upTo), batch),
+      store.answersRecordedBetween(cursor.answersAt, new Date(upTo), batch),
+    ]);
+    const found = await this.#reschedule(await this.#unproposed([...hosts, ...answers.flatMap((a) => a.calls)]));
+    this.#cursor = {
+      callId: hosts.length === batch ? hosts[hosts.length - 1]!._id : callIdFloor(upTo),
+      // Answers recorded in the same millisecond as the last one of a full batch are read again next time:
+      // none is skipped when a batch ends inside that millisecond (a batch of one millisecond moves on).
+      answersAt: answers.length === batch ? new Date(Math.max(answers[answers.length - 1]!.at.getTime(), cursor.answersAt.getTime() + 1)) : new Date(upTo),
+    };
+    return found;
+  }
+
+  /** The calls with neither an outcome nor a proposal in the stream. */
+  async #unproposed(calls: readonly CallRecord[]): Promise<CallRecord[]> {
+    if (calls.length === 0) return [];
+    const done = await this.#deps.store.resultIds(calls.map((c) => c._id));
+    const open = calls.filter((c) => !done.has(c._id));
+    const proposed = await Promise.all(open.map(async (c) => (await this.#deps.bus.lastEvent("call", c._id, "proposed")) !== undefined));
+    return open.filter((_, i) => !proposed[i]);
+  }
+
+  async #reschedule(calls: readonly CallRecord[]): Promise<CallId[]> {
+    const { store, scheduler, logger } = this.#deps;
+    const turns = new Map<string, { runId: RunId; turn: number; calls: CallRecord[] }>();
+    for (const call of calls) {
+      const key = `${call.run_id}:${call.turn}`;
+      const entry = turns.get(key) ?? { runId: call.run_id, turn: call.turn, calls: [] };
+      entry.calls.push(call);
+      turns.set(key, entry);
+    }
+    const scheduled: CallId[] = [];
+    for (const { runId, turn, calls: orphans } of turns.values()) {
+      const run = await store.getRun(runId);
+      if (!run || (run.status !== "running" && run.status !== "external")) continue;
+      scheduled.push(...orphans.map((c) => c._id));
+      logger.warn({ run_id: runId, turn, call_ids: orphans.map((c) => c._id) }, "calls recorded but never proposed; proposing them now");
+      // A managed run's calls are in its turn's answer, a host's in their own records: the scheduler reads the
+      // latter itself.
+      const answer = run.status === "running" ? await store.getTurn(runId, turn) : null;
+      await scheduler.schedule(run, turn, answer?.calls);
+    }
+    return scheduled;
+  }
+}
