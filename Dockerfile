@@ -15,6 +15,9 @@ COPY --from=build /app/package.json /app/pnpm-lock.yaml /app/pnpm-workspace.yaml
 COPY --from=build /app/packages ./packages
 COPY --from=build /app/services ./services
 COPY --from=build /app/test/package.json ./test/package.json
-RUN rm -rf packages/*/node_modules services/*/node_modules && pnpm install --frozen-lockfile --prod && rm -rf packages/*/src services/*/src
+# Test-only packages (the bench and chaos tool sets, the test kit, the benchmark tools) are not in the image:
+# no production package depends on them, and an executor asked for a test tool set refuses to start.
+RUN rm -rf packages/*/node_modules services/*/node_modules && pnpm install --frozen-lockfile --prod \
+  && rm -rf packages/*/src services/*/src packages/test-toolsets packages/testkit packages/devtools
 USER node
 CMD ["node", "services/orchestrator/dist/main.js"]

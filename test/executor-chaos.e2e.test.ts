@@ -1,5 +1,5 @@
 import { callEvents, callTool, resultOf, Stack, testInfra, waitFor, type AuditedEvent, type CallResult, type ServiceProcess } from "@toolgate/testkit";
-import { duplicateEffects } from "@toolgate/toolsets";
+import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, expect, it } from "vitest";
 

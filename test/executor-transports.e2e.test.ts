@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { ContractCatalog } from "@toolgate/registry";
-import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH, chaosContracts } from "@toolgate/toolsets";
+import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH, chaosContracts } from "@toolgate/test-toolsets";
 import { callTool, Stack, testInfra, waitFor, waitForCallEvents, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

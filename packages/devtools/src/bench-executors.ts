@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import type { ToolRef } from "@toolgate/contracts";
 import { ExecutorDriver } from "@toolgate/testkit/executor-driver";
 import { Stack } from "@toolgate/testkit/stack";
-import { duplicateEffects } from "@toolgate/toolsets";
+import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 
 const { values: args } = parseArgs({

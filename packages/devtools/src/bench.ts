@@ -21,7 +21,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
 import type { ServiceStats } from "@toolgate/testkit";
-import { duplicateEffects } from "@toolgate/toolsets";
+import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";

@@ -84,7 +84,8 @@ export async function loadContractModule(path: string): Promise<SourcedContract[
   const toolsets = module.toolsetContracts;
   const names = (module.ToolsetNameSchema as { options?: unknown } | undefined)?.options;
   if (typeof toolsets === "function" && Array.isArray(names)) {
-    const listed: unknown = (toolsets as (names: readonly unknown[]) => unknown)(names);
+    // Synchronous or not: a tool-set module may load some of its sets only when asked for them.
+    const listed: unknown = await (toolsets as (names: readonly unknown[]) => unknown)(names);
     if (Array.isArray(listed))
       found.push(...(listed as unknown[]).filter(looksLikeContract).map((contract) => ({ source: `${path}#toolsetContracts`, contract })));
   }

@@ -5,16 +5,18 @@ import type { Logger } from "@toolgate/telemetry";
 
 /**
  * Connects the service to the contract catalog that shares its subject prefix (stream `<PREFIX>_CONTRACTS`,
- * subjects `<prefix>.contracts.<tool>.<hash>`) and publishes `seed` — the contracts of the tool sets this
- * deployment enables — so that the catalog knows them before the first call. Publishing the same content is
- * a no-op; a different content under a published name and version is refused and logged (publish a new
- * version instead). Every service then validates and executes against the catalog: new versions reach
- * every replica without a restart, and a call is executed only against the exact hash it was validated with.
+ * subjects `<prefix>.contracts.<tool>.<hash>`). Only the executor, which links the tools' implementations,
+ * passes a `seed`: the contracts of the tool sets it runs, published so that the catalog knows them; policy,
+ * audit and the orchestrator know tools only from the catalog (and contracts published with
+ * `toolgate-contracts publish`). Publishing the same content is a no-op; a different content under a published
+ * name and version is refused and logged (publish a new version instead). Every service then validates and
+ * executes against the catalog: new versions reach every replica without a restart, and a call is executed
+ * only against the exact hash it was validated with.
  */
 export async function connectContractCatalog(
   bus: NatsEventBus,
   subjects: SubjectCatalogue,
-  options: { replicas: number; seed: readonly ToolContractInput[]; logger: Logger },
+  options: { replicas: number; seed?: readonly ToolContractInput[]; logger: Logger },
 ): Promise<ContractCatalog> {
   const catalog = await ContractCatalog.connect(bus.connection, {
     stream: `${subjects.stream.replace(/_EVENTS$/, "")}_CONTRACTS`,
@@ -22,7 +24,7 @@ export async function connectContractCatalog(
     replicas: options.replicas,
     onRejected: (rejection) => options.logger.warn({ rejection }, "contract catalog entry refused"),
   });
-  for (const contract of options.seed) {
+  for (const contract of options.seed ?? []) {
     const outcome = await catalog.publish(contract);
     if (!outcome.ok)
       options.logger.error({ tool: contract.name, version: contract.version, code: outcome.code, message: outcome.message }, "built-in contract not published");

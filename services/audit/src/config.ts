@@ -1,11 +1,8 @@
-import { baseEnvShape, listEnv, parseEnv } from "@toolgate/service-runtime";
-import { ToolsetNameSchema } from "@toolgate/toolsets";
+import { baseEnvShape, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
 const AuditEnvSchema = z.object({
   ...baseEnvShape,
-  /** Tool sets whose contracts say which argument fields are sensitive. */
-  TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
   AUDIT_SLOTS: z.coerce.number().int().min(1).max(8_192).default(512),
   AUDIT_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(8_192),
   /** How long a delivered event may stay unacknowledged before redelivery (e.g. after an audit crash). */

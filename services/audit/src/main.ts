@@ -1,6 +1,5 @@
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoAuditStore } from "@toolgate/storage";
-import { toolsetContracts } from "@toolgate/toolsets";
 import { auditHandler } from "./audit-worker.js";
 import { loadConfig } from "./config.js";
 import { auditApi } from "./http-api.js";
@@ -15,7 +14,6 @@ await runService({
     const infra = await connectInfrastructure("audit", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
-      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
       logger,
     });
     const store = new MongoAuditStore(infra.db, { writer: config.INSTANCE_ID, lingerMs: config.AUDIT_LINGER_MS });

@@ -19,7 +19,7 @@ await runService({
   config,
   async start({ logger, stats }) {
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
-    const registry = ToolRegistry.from(toolsetContracts(config.TOOLGATE_TOOLSETS));
+    const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
     const infra = await connectInfrastructure("executor", config, { logger, stats });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });

@@ -1,7 +1,6 @@
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
-import { toolsetContracts } from "@toolgate/toolsets";
 import type { Budgets } from "./budgets.js";
 import { CallScheduler } from "./call-scheduler.js";
 import { CallWaiters } from "./call-waiters.js";
@@ -56,7 +55,6 @@ await runService({
     const infra = await connectInfrastructure("orchestrator", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
-      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
       logger,
     });
     const store = new RunStore(infra.db);

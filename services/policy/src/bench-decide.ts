@@ -5,12 +5,15 @@
  * again, as the calls of a run are), overall and per scenario.
  *
  *   node services/policy/dist/bench-decide.js [--runs 7] [--decisions 20000] [--policy-dir infra/policy]
+ *     [--contracts packages/toolsets/dist/index.js]
+ *
+ * The contracts come from a built tool-set module, read by path as the contracts CLI reads one: policy itself
+ * depends on no tool package, in the benchmark no more than in production.
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { eventId, newCallId, newRunId, type CallEventOf, type Principal } from "@toolgate/contracts";
-import { ToolRegistry } from "@toolgate/registry";
-import { toolsetContracts } from "@toolgate/toolsets";
+import { loadContractModule, ToolRegistry, type ToolContractInput } from "@toolgate/registry";
 import { CedarPolicies } from "./cedar-policies.js";
 import { decide } from "./decide.js";
 import { readPolicyDir } from "./policy-bundle.js";
@@ -20,6 +23,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "7" },
     decisions: { type: "string", default: "20000" },
     "policy-dir": { type: "string", default: fileURLToPath(new URL("../../../infra/policy/", import.meta.url)) },
+    contracts: { type: "string", default: fileURLToPath(new URL("../../../packages/toolsets/dist/index.js", import.meta.url)) },
   },
 });
 const runs = Number(values.runs);
@@ -85,7 +89,14 @@ const scenarios = [
   { name: "no role, tool denial (2)", expect: "denied", weight: 1, make: (f: boolean) => proposal("fetch_document", { url: DOC }, nobody(f), false) },
 ] as const;
 
-const registry = ToolRegistry.from(toolsetContracts(["research", "bench"]));
+// A module lists a contract once per export that holds it; the registry validates each as it compiles it.
+const byVersion = new Map(
+  (await loadContractModule(values.contracts)).map(({ contract }) => {
+    const { name, version } = contract as ToolContractInput;
+    return [`${name}@${version}`, contract as ToolContractInput];
+  }),
+);
+const registry = ToolRegistry.from([...byVersion.values()]);
 const policies = CedarPolicies.compile(readPolicyDir(values["policy-dir"]));
 const now = new Date("2026-03-04T10:00:00Z");
 

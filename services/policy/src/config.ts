@@ -1,13 +1,11 @@
 import { ApiKeySchema, JwtIssuerSchema } from "@toolgate/identity";
-import { baseEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
-import { ToolsetNameSchema } from "@toolgate/toolsets";
+import { baseEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 const PolicyEnvSchema = z.object({
   ...baseEnvShape,
-  TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
   /**
    * Directory of the Cedar policy set: `schema.cedarschema`, `*.cedar`, `entities.json` and optionally
    * `quotas.json`. Re-read when a file changes; a bad edit keeps the previous set in force.

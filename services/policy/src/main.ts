@@ -3,7 +3,6 @@ import { ACK, terminate } from "@toolgate/bus";
 import { decisionSigner } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
-import { toolsetContracts } from "@toolgate/toolsets";
 import { ApprovalDesk } from "./approval-desk.js";
 import { CedarPolicies } from "./cedar-policies.js";
 import { loadConfig } from "./config.js";
@@ -41,7 +40,6 @@ await runService({
     const infra = await connectInfrastructure("policy", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
-      seed: toolsetContracts(config.TOOLGATE_TOOLSETS),
       logger,
     });
     const store = new MongoApprovalStore(infra.db);
