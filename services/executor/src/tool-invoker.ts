@@ -1,6 +1,7 @@
 import type { JsonValue } from "@toolgate/contracts";
 import { contractHash, ToolContractSchema, type CompiledTool, type ToolContext, type ToolDefinition } from "@toolgate/registry";
 import { runTool, type ToolAnswer, type ToolRun } from "./run-tool.js";
+import { ShutdownFanout } from "./shutdown-fanout.js";
 import type { HttpTransport } from "./transports/http-transport.js";
 import type { McpTransport } from "./transports/mcp-transport.js";
 
@@ -41,9 +42,12 @@ export class ToolInvoker {
   readonly #handlers = new Map<string, ToolDefinition["handler"]>();
   /** Content hash of the contract each in-process handler implements: it runs that version only. */
   readonly #implemented = new Map<string, string>();
+  /** The only listener this invoker adds to the shutdown signal, however many tools run at once. */
+  readonly #shutdown: ShutdownFanout;
 
   constructor(deps: ToolInvokerDeps) {
     this.#deps = deps;
+    this.#shutdown = new ShutdownFanout(deps.shutdown);
     for (const [name, definition] of deps.inProcess) {
       this.#handlers.set(name, withLayers(definition));
       this.#implemented.set(name, contractHash(ToolContractSchema.parse(definition.contract)));
@@ -66,7 +70,7 @@ export class ToolInvoker {
 
   /** Runs the tool once; never throws (a throwing tool is a `threw` run). */
   run(tool: CompiledTool, args: Record<string, JsonValue>, context: Omit<ToolContext, "signal">, timeoutMs = tool.contract.timeout_ms): Promise<ToolRun> {
-    return runTool((signal) => this.#invoke(tool, args, { ...context, signal }), timeoutMs, this.#deps.shutdown);
+    return runTool((signal) => this.#invoke(tool, args, { ...context, signal }), timeoutMs, this.#shutdown);
   }
 
   async #invoke(tool: CompiledTool, args: Record<string, JsonValue>, ctx: ToolContext): Promise<ToolAnswer> {
