@@ -20,6 +20,7 @@ import { keyDigest, keyFacts } from "./idempotency-key.js";
 import { judgeRun, type Evidence } from "./judge-run.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
+import type { UncertainCause } from "./thrown-failure.js";
 import type { ToolInvoker } from "./tool-invoker.js";
 
 /** Operator-facing details of a failure the model only sees as a code and an `evidence_ref`. */
@@ -348,7 +349,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     tool: CompiledTool,
     key: string,
     claim: Owned,
-    cause: "timeout" | "abandoned" | "connection_lost",
+    cause: UncertainCause | "abandoned",
     message: string,
     durationMs: number,
     evidenceRef?: string,
