@@ -201,6 +201,34 @@ const crashContract: ToolContractInput = {
   idempotency: { kind: "natural" },
 };
 
+const faultWriteContract: ToolContractInput = {
+  name: "chaos_fault_write",
+  version: "1.0.0",
+  description:
+    "Test tool: a write that fails on request before or after recording its ledger effect — the executor process is killed, the connection is reset (ECONNRESET), or the write is refused before anything happened. Use only in Toolgate's own tests; never for real work.",
+  owner,
+  input_schema: {
+    type: "object",
+    properties: {
+      n,
+      fault: { enum: ["crash_before_effect", "crash_after_effect", "reset_before_effect", "reset_after_effect", "refused_before_effect", "none"] },
+    },
+    required: ["n", "fault"],
+    additionalProperties: false,
+  },
+  output_schema: {
+    type: "object",
+    properties: { n: { type: "integer" }, effect_id: { type: "string" } },
+    required: ["n", "effect_id"],
+    additionalProperties: false,
+  },
+  side_effect: "write",
+  risk: "low",
+  timeout_ms: 1_000,
+  idempotency: { kind: "keyed" },
+  status_check: { tool: "chaos_write_status" },
+};
+
 const misbehaveContract: ToolContractInput = {
   name: "chaos_misbehave",
   version: "1.0.0",
@@ -304,6 +332,7 @@ export const chaosContracts: ToolContractInput[] = [
   jobStatusContract,
   jobCancelContract,
   crashContract,
+  faultWriteContract,
   misbehaveContract,
   httpWriteContract,
   httpStatusContract,
@@ -324,6 +353,11 @@ function delay(ms: number, signal: AbortSignal): Promise<"elapsed" | "aborted"> 
     }, ms);
     signal.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** The error a driver or socket raises when the peer resets the connection. */
+function connectionReset(): Error {
+  return Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
 }
 
 interface JobRecord {
@@ -450,6 +484,37 @@ export function chaosTools(db: Db, ledger: EffectLedger): ToolDefinition[] {
     defineTool(crashContract, () => {
       process.kill(process.pid, "SIGKILL");
       return new Promise<ToolOutcome>(() => undefined);
+    }),
+    defineTool(faultWriteContract, async (args, ctx) => {
+      const answer = { n: int(args.n), effect_id: randomUUID() };
+      const record = async (): Promise<void> => {
+        await ledger.record("chaos_fault_write", ctx.idempotencyKey, ctx.callId, answer);
+      };
+      switch (args.fault) {
+        case "crash_before_effect":
+          // At once, before anything the process queued for the network could leave it.
+          process.kill(process.pid, "SIGKILL");
+          return new Promise<ToolOutcome>(() => undefined);
+        case "crash_after_effect":
+          await record();
+          process.kill(process.pid, "SIGKILL");
+          return new Promise<ToolOutcome>(() => undefined);
+        case "reset_before_effect":
+          // The connection breaks while the write is on its way and before it lands.
+          await delay(5, ctx.signal);
+          throw connectionReset();
+        case "reset_after_effect":
+          // The write landed and its acknowledgement was lost with the connection.
+          await record();
+          throw connectionReset();
+        case "refused_before_effect":
+          await delay(5, ctx.signal);
+          // A tool's own error that says nothing was applied.
+          throw Object.assign(new Error("the write was refused before anything was stored"), { applied: false });
+        default:
+          await record();
+          return { ok: true, data: answer };
+      }
     }),
     defineTool(misbehaveContract, (args) => {
       switch (args.mode) {

@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from "node:crypto";
 import type { ApprovalLedger } from "@toolgate/approvals";
-import type { Delivery, EventBus } from "@toolgate/bus";
+import type { Delivery, EventBus, PublishReceipt } from "@toolgate/bus";
 import {
   canonicalHash,
   decisionSigner,
@@ -52,12 +52,14 @@ const { privateKey, publicKey } = generateKeyPairSync("ed25519");
 const signer = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
 const verifier = decisionVerifier([publicKey.export({ type: "spki", format: "pem" }).toString()]);
 const registry = ToolRegistry.from([write, status]);
-const tool = registry.get("create_ticket")!;
+const write_ = registry.get("create_ticket")!;
+const read_ = registry.get("ticket_status")!;
 const principal = { tenant: "acme", subject: "alice", roles: ["r"] };
 
 function authorized(
   args: Record<string, JsonValue> = { title: "disk full" },
   approval?: { approval_id: string; plan_hash: string },
+  tool = write_,
 ): CallEventOf<"authorized"> {
   const callId = newCallId();
   const runId = newRunId();
@@ -119,24 +121,29 @@ class ScriptedStore implements IdempotencyStore {
   }
 }
 
-function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals: ApprovalLedger = {} as ApprovalLedger) {
+/** A publish the test controls: `store` records the event as acknowledged by the stream. */
+type Publish = (event: ToolgateEvent, store: () => PublishReceipt) => Promise<PublishReceipt>;
+
+function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals: ApprovalLedger = {} as ApprovalLedger, publish?: Publish) {
   const published: ToolgateEvent[] = [];
   let runs = 0;
   const bus = {
     publish: async (event: ToolgateEvent) => {
-      published.push(event);
-      return { seq: published.length, duplicate: false };
+      const stored = (): PublishReceipt => {
+        published.push(event);
+        return { seq: published.length, duplicate: false };
+      };
+      return publish ? publish(event, stored) : stored();
     },
   } as unknown as EventBus;
+  const runTicket = async (): Promise<ToolOutcome> => {
+    runs += 1;
+    return outcome();
+  };
   const invoker = new ToolInvoker({
     inProcess: new Map([
-      [
-        "create_ticket",
-        defineTool(write, async () => {
-          runs += 1;
-          return outcome();
-        }),
-      ],
+      ["create_ticket", defineTool(write, runTicket)],
+      ["ticket_status", defineTool(status, runTicket)],
     ]),
     shutdown: new AbortController().signal,
   });
@@ -268,5 +275,79 @@ describe("executorHandler", () => {
     expect(h.types()).toEqual(["refused:1", "completed:1"]);
     expect(h.published[0]).toMatchObject({ payload: { reason: "approval_invalid", detail: expect.stringMatching(/^APPROVAL_MISMATCH: /) } });
     expect(h.published[1]).toMatchObject({ payload: { result: { error: { code: "APPROVAL_MISMATCH" } } } });
+  });
+});
+
+describe("the record of an attempt", () => {
+  const claimed = (): ScriptedStore => new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+
+  it("runs a writing tool only once the stream has acknowledged its started event, naming executor and attempt", async () => {
+    const storedWhenRun: string[][] = [];
+    const h: ReturnType<typeof harness> = harness(
+      claimed(),
+      () => {
+        storedWhenRun.push(h.types());
+        return ok();
+      },
+      undefined,
+      // The stream takes its time over `started`.
+      async (event, stored) => {
+        if (event.type === "started") await new Promise((resolve) => setTimeout(resolve, 30));
+        return stored();
+      },
+    );
+    const event = authorized();
+    expect(await h.handler(event, delivery())).toEqual({ kind: "ack" });
+    expect(storedWhenRun).toEqual([["started:1"]]);
+    expect(h.published[0]).toMatchObject({ id: `${event.call_id}:started:1`, attempt: 1, payload: { executor_id: "executor-a" } });
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+  });
+
+  it("does not run a write whose started event was not acknowledged: the attempt ends without effect and is retried", async () => {
+    const store = claimed();
+    const h = harness(store, ok, undefined, async (event, stored) => {
+      if (event.type === "started") throw new Error("publish not acknowledged");
+      return stored();
+    });
+    const disposition = await h.handler(authorized(), delivery(1));
+    expect(disposition).toMatchObject({ kind: "retry" });
+    expect(h.runs()).toBe(0);
+    expect(store.retries).toHaveLength(1);
+    expect(store.retries[0]!.attempt).toBe(1);
+    expect(store.completed).toEqual([]);
+    expect(h.types()).toEqual(["retry_scheduled:1"]);
+    expect(h.published[0]).toMatchObject({ payload: { failed_attempt: 1, code: "UPSTREAM_UNAVAILABLE" } });
+  });
+
+  it("keeps a read off that wait: the tool runs while its started event is still on its way", async () => {
+    let acknowledge: () => void = () => undefined;
+    const h = harness(
+      claimed(),
+      () => {
+        // Only the tool's run lets the stream answer: a read that waited for `started` would never get here.
+        acknowledge();
+        return { ok: true, data: { id: "T-1" } };
+      },
+      undefined,
+      async (event, stored) => {
+        if (event.type === "started") await new Promise<void>((resolve) => (acknowledge = resolve));
+        return stored();
+      },
+    );
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(1);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+  });
+
+  it("makes a write that threw a reset connection an unknown outcome sent to reconciliation, never EXECUTION_ERROR", async () => {
+    const store = claimed();
+    const h = harness(store, () => {
+      throw Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    });
+    expect(await h.handler(authorized(), delivery())).toEqual({ kind: "ack" });
+    expect(h.types()).toEqual(["started:1", "outcome_unknown:1"]);
+    expect(h.published[1]).toMatchObject({ payload: { result: { ok: false, error: { code: "OUTCOME_UNKNOWN" }, operation_id: "op_reconcile" } } });
+    expect(JSON.stringify(h.published[1])).not.toContain("ECONNRESET");
+    expect(store.completed[0]!.result).toMatchObject({ error: { code: "OUTCOME_UNKNOWN" } });
   });
 });

@@ -20,6 +20,7 @@ import { keyDigest, keyFacts } from "./idempotency-key.js";
 import { judgeRun, type Evidence } from "./judge-run.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
+import type { UncertainCause } from "./thrown-failure.js";
 import type { ToolInvoker } from "./tool-invoker.js";
 
 /** Operator-facing details of a failure the model only sees as a code and an `evidence_ref`. */
@@ -106,7 +107,8 @@ const REFUSAL_DETAIL: Record<CallEventOf<"refused">["payload"]["reason"], string
  * Executes each signed `authorized` call at most once per idempotency key and publishes exactly one terminal
  * event for it. Claims are fenced: an executor whose attempt was taken over publishes nothing. Retryable
  * failures are retried through the stream (the redelivery delay is the backoff), an unknown outcome is
- * reconciled through the tool's status check, and a call whose deliveries run out is dead-lettered.
+ * reconciled through the tool's status check, and a call whose deliveries run out is dead-lettered. A writing
+ * tool runs only after the stream acknowledged its attempt's `started`; a read's `started` is written behind.
  *
  * Sequence numbers: after `authorized` (seq s), attempt a's `started` is s + 2a - 1 and its end s + 2a.
  */
@@ -247,11 +249,24 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       { executor_id: deps.executorId, idempotency_key_hash: keyDigest(key) },
       { attempt },
     );
-    // Not awaited before the tool runs (pipelining); observed at once so a failure cannot go unhandled.
-    const started = deps.bus.publish(startedEvent).then(
-      () => true,
-      () => false,
-    );
+    let started: Promise<boolean>;
+    if (tool.writes) {
+      // An attempt that may have an effect is on the record before it runs: an executor that dies inside the
+      // tool leaves its `started` (executor id, attempt) in the stream. The one awaited publish of a write.
+      try {
+        await deps.bus.publish(startedEvent);
+      } catch (error) {
+        return notStarted(event, key, claim, delivery, error);
+      }
+      started = Promise.resolve(true);
+    } else {
+      // A read has no effect to account for: not awaited before it runs (pipelining); observed at once so a
+      // failure cannot go unhandled.
+      started = deps.bus.publish(startedEvent).then(
+        () => true,
+        () => false,
+      );
+    }
     const { decision, arguments: args } = event.payload;
     const run = await deps.invoker.run(tool, args, {
       callId,
@@ -262,9 +277,9 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     });
     const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
     const judged = judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
-    // `started` goes first on this connection, so the stream stores it before whatever ends the attempt; its
-    // acknowledgement is awaited only before the next publish (the completion's write does not wait for it). A
-    // lost `started` is published again (same event id); it never costs the attempt's known result.
+    // A read's `started` goes first on this connection, so the stream stores it before whatever ends the attempt;
+    // its acknowledgement is awaited only before the next publish (the completion's write does not wait for it).
+    // A lost `started` is published again (same event id); it never costs the attempt's known result.
     const startedLanded = async (): Promise<void> => {
       if (await started) return;
       await deps.bus.publish(startedEvent).catch((error: unknown) => log.warn({ err: error, call_id: callId, attempt }, "could not publish started"));
@@ -321,6 +336,36 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   }
 
   /**
+   * Ends an attempt of a writing tool whose `started` the stream did not acknowledge: the tool did not run, so
+   * the attempt is a retryable failure without effect and the next delivery runs the next attempt.
+   */
+  async function notStarted(event: Authorized, key: string, claim: Owned, delivery: Delivery, error: unknown): Promise<Disposition> {
+    const { attempt } = claim;
+    const callId = event.call_id;
+    log.warn({ err: error, call_id: callId, attempt }, "the start of a write was not acknowledged; the tool did not run");
+    const result = failure(callId, "UPSTREAM_UNAVAILABLE", "the call could not be recorded as started, so it did not run", { retryable: true });
+    const delayMs = Math.min(BUSY_RECHECK_MS * 2 ** (delivery.deliveryCount - 1), 5_000);
+    const failedAt = now();
+    if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + delayMs)))) {
+      log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+      return ACK;
+    }
+    // Best effort: the stream may be what is failing. The next attempt's `started` is awaited again.
+    await deps.bus
+      .publish(
+        nextCallEvent(
+          { ...originOf(event), seq: event.seq + 2 * attempt - 1 },
+          "retry_scheduled",
+          "executor",
+          { failed_attempt: attempt, code: "UPSTREAM_UNAVAILABLE", delay_ms: delayMs },
+          { attempt, time: new Date(failedAt) },
+        ),
+      )
+      .catch((publishError: unknown) => log.warn({ err: publishError, call_id: callId, attempt }, "could not publish retry_scheduled"));
+    return retryLater("the start of the attempt was not acknowledged", delayMs);
+  }
+
+  /**
    * Completes the key fenced on owner and attempt, then publishes the terminal event (and announces its
    * operation). `beforePublish` runs between the two: what must be in the stream before the terminal event.
    */
@@ -348,7 +393,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     tool: CompiledTool,
     key: string,
     claim: Owned,
-    cause: "timeout" | "abandoned" | "connection_lost",
+    cause: UncertainCause | "abandoned",
     message: string,
     durationMs: number,
     evidenceRef?: string,

@@ -3,6 +3,7 @@ import { ToolRegistry, type ToolContractInput } from "@toolgate/registry";
 import { describe, expect, it } from "vitest";
 import { judgeRun } from "./judge-run.js";
 import type { ToolRun } from "./run-tool.js";
+import { NotAppliedError } from "./thrown-failure.js";
 
 const contract = (over: Partial<ToolContractInput>): ToolContractInput => ({
   name: "create_ticket",
@@ -44,11 +45,36 @@ describe("judgeRun", () => {
   });
 
   it("keeps an exception's message and stack out of the result, in evidence only", () => {
-    const judged = judgeRun({ kind: "threw", error: new Error("password=hunter2 at /srv/x.ts:1"), durationMs: 1 }, write, registry, callId, "evd_1");
-    expect(judged).toMatchObject({ kind: "result", result: { error: { code: "EXECUTION_ERROR", message: "create_ticket failed" }, evidence_ref: "evd_1" } });
-    if (judged.kind !== "result") throw new Error("expected a result");
-    expect(JSON.stringify(judged.result)).not.toContain("hunter2");
-    expect(JSON.stringify(judged.evidence)).toContain("hunter2");
+    const thrown = (error: unknown): ToolRun => ({ kind: "threw", error, durationMs: 1 });
+    const secret = new Error("password=hunter2 at /srv/x.ts:1");
+    const judged = judgeRun(thrown(secret), read, registry, callId, "evd_1");
+    expect(judged).toMatchObject({ kind: "result", result: { error: { code: "EXECUTION_ERROR", message: "read_ticket failed" }, evidence_ref: "evd_1" } });
+    // A write's exception leaves its effect open: unknown, with the same care for what the model sees.
+    const unknown = judgeRun(thrown(secret), write, registry, callId, "evd_1");
+    expect(unknown).toMatchObject({ kind: "unknown", cause: "interrupted", evidence: { kind: "exception" } });
+    for (const j of [judged, unknown]) {
+      expect(JSON.stringify(j.kind === "result" ? j.result : j.kind === "unknown" ? j.message : j)).not.toContain("hunter2");
+      expect(JSON.stringify((j as { evidence?: unknown }).evidence)).toContain("hunter2");
+    }
+  });
+
+  it("makes a write that threw a connection error an unknown outcome, and one that says it was not applied a definite failure", () => {
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", syscall: "read" });
+    expect(judgeRun({ kind: "threw", error: reset, durationMs: 1 }, write, registry, callId, "evd")).toMatchObject({
+      kind: "unknown",
+      cause: "connection_lost",
+      evidence: { kind: "exception", detail: { code: "ECONNRESET" } },
+    });
+    const refused = new NotAppliedError("the ticket title was refused before anything was written");
+    expect(judgeRun({ kind: "threw", error: refused, durationMs: 1 }, write, registry, callId, "evd")).toMatchObject({
+      kind: "result",
+      result: { ok: false, error: { code: "EXECUTION_ERROR" }, retryable: false },
+    });
+    // A read that threw stays a definite failure, whatever the error.
+    expect(judgeRun({ kind: "threw", error: reset, durationMs: 1 }, read, registry, callId, "evd")).toMatchObject({
+      kind: "result",
+      result: { error: { code: "EXECUTION_ERROR" } },
+    });
   });
 
   it("forwards data only when it matches the output schema and the size limit", () => {

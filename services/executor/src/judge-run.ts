@@ -1,6 +1,7 @@
 import { failure, success, type ResultEnvelope } from "@toolgate/contracts";
 import type { CompiledTool, ToolRegistry } from "@toolgate/registry";
 import type { ToolRun } from "./run-tool.js";
+import { classifyThrown, type UncertainCause } from "./thrown-failure.js";
 
 /** Operator-facing details kept under an `evidence_ref`, never shown to the model. */
 export interface Evidence {
@@ -15,11 +16,12 @@ export type Judgement =
   /** A long-running tool accepted the work under its own operation id. */
   | { kind: "accepted"; toolOperationId: string }
   /** A side effect may or may not have happened: never guessed, never retried blindly. */
-  | { kind: "unknown"; cause: "timeout" | "connection_lost"; message: string; evidence?: Evidence };
+  | { kind: "unknown"; cause: UncertainCause; message: string; evidence?: Evidence };
 
 /**
- * Judges a run against the tool's contract: a timeout of a side-effecting tool is an unknown outcome, a thrown
- * error is an EXECUTION_ERROR whose details go to evidence only, data must fit the size limit and the output
+ * Judges a run against the tool's contract: a timeout of a side-effecting tool is an unknown outcome; a thrown
+ * error is an unknown outcome too when the tool writes and the error does not prove that nothing was applied
+ * (see {@link classifyThrown}), else an EXECUTION_ERROR; either way its details go to evidence only. Data must fit the size limit and the output
  * schema (else RESULT_TOO_LARGE / INVALID_TOOL_RESULT, never forwarded). Failures that come with evidence get
  * `evidenceRef`. Pure.
  */
@@ -32,11 +34,17 @@ export function judgeRun(run: ToolRun, tool: CompiledTool, registry: ToolRegistr
         : { kind: "result", result: failure(callId, "TIMEOUT", `${contract.name} did not answer within ${contract.timeout_ms} ms`, { retryable: true }) };
     case "threw": {
       const error = run.error instanceof Error ? run.error : new Error(String(run.error));
-      return {
-        kind: "result",
-        result: failure(callId, "EXECUTION_ERROR", `${contract.name} failed`, { evidence_ref: evidenceRef }),
-        evidence: { kind: "exception", detail: { name: error.name, message: error.message, stack: error.stack } },
+      const code = (error as { code?: unknown }).code;
+      const evidence = {
+        kind: "exception",
+        detail: { name: error.name, message: error.message, stack: error.stack, ...(typeof code === "string" ? { code } : {}) },
       };
+      const thrown = classifyThrown(run.error, tool.writes);
+      if (thrown.kind === "uncertain") {
+        // The message names no internals: the exception itself is evidence only.
+        return { kind: "unknown", cause: thrown.cause, message: `${contract.name} failed before it could report whether its effect happened`, evidence };
+      }
+      return { kind: "result", result: failure(callId, "EXECUTION_ERROR", `${contract.name} failed`, { evidence_ref: evidenceRef }), evidence };
     }
     case "returned":
       break;

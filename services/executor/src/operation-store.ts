@@ -40,7 +40,7 @@ export interface OperationRecord {
   /** job: the tool's own operation id. */
   tool_operation_id?: string;
   /** reconciliation: why the outcome is unknown. */
-  cause?: "timeout" | "abandoned" | "connection_lost";
+  cause?: "timeout" | "abandoned" | "connection_lost" | "interrupted";
   created_at: Date;
   /** No status check before this. */
   not_before: Date;

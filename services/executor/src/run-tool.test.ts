@@ -1,12 +1,14 @@
 import type { ToolOutcome } from "@toolgate/registry";
 import { describe, expect, it } from "vitest";
 import { runTool } from "./run-tool.js";
+import { ShutdownFanout } from "./shutdown-fanout.js";
 
 const answer = (outcome: ToolOutcome) => ({ outcome });
+const noShutdown = (): ShutdownFanout => new ShutdownFanout(new AbortController().signal);
 
 describe("runTool", () => {
   it("returns the tool's answer", async () => {
-    const run = await runTool(async () => answer({ ok: true, data: { n: 1 } }), 1_000, new AbortController().signal);
+    const run = await runTool(async () => answer({ ok: true, data: { n: 1 } }), 1_000, noShutdown());
     expect(run).toMatchObject({ kind: "returned", answer: { outcome: { ok: true, data: { n: 1 } } } });
   });
 
@@ -18,7 +20,7 @@ describe("runTool", () => {
         return new Promise(() => undefined);
       },
       50,
-      new AbortController().signal,
+      noShutdown(),
     );
     expect(run).toMatchObject({ kind: "timed_out" });
     expect(run.durationMs).toBeGreaterThanOrEqual(50);
@@ -31,7 +33,7 @@ describe("runTool", () => {
         throw new Error("SELECT * FROM secrets failed at /srv/app/db.ts:42");
       },
       1_000,
-      new AbortController().signal,
+      noShutdown(),
     );
     expect(run.kind).toBe("threw");
     const sync = await runTool(
@@ -39,7 +41,7 @@ describe("runTool", () => {
         throw new Error("sync");
       },
       1_000,
-      new AbortController().signal,
+      noShutdown(),
     );
     expect(sync.kind).toBe("threw");
   });
@@ -47,7 +49,7 @@ describe("runTool", () => {
   it("ignores a rejection that comes after the timeout", async () => {
     let rejectLate: (error: Error) => void = () => undefined;
     const late = new Promise<never>((_, reject) => (rejectLate = reject));
-    const run = await runTool(() => late, 5, new AbortController().signal);
+    const run = await runTool(() => late, 5, noShutdown());
     expect(run.kind).toBe("timed_out");
     rejectLate(new Error("late"));
     // Unhandled rejections are reported once the microtask queue drains: one macrotask later.
@@ -59,7 +61,7 @@ describe("runTool", () => {
     const running = runTool(
       (signal) => new Promise((resolve) => signal.addEventListener("abort", () => resolve(answer({ ok: false, code: "TIMEOUT", message: "stopped" })))),
       10_000,
-      shutdown.signal,
+      new ShutdownFanout(shutdown.signal),
     );
     shutdown.abort();
     expect(await running).toMatchObject({ kind: "returned", answer: { outcome: { ok: false } } });

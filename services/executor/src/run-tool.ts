@@ -1,4 +1,5 @@
 import type { ToolOutcome } from "@toolgate/registry";
+import type { ShutdownFanout } from "./shutdown-fanout.js";
 
 /**
  * What an invocation produced, before the executor judges it against the contract. `evidence` holds details
@@ -16,10 +17,10 @@ export type ToolRun =
   | { kind: "threw"; error: unknown; durationMs: number };
 
 /**
- * Runs `work` with a timeout. The AbortSignal it receives is aborted at the timeout or when `shutdown` aborts;
- * if the work does not stop, its late answer is ignored. Never throws.
+ * Runs `work` with a timeout. The AbortSignal it receives (its own) is aborted at the timeout or when the process
+ * shuts down; if the work does not stop, its late answer is ignored. Never throws.
  */
-export async function runTool(work: (signal: AbortSignal) => Promise<ToolAnswer>, timeoutMs: number, shutdown: AbortSignal): Promise<ToolRun> {
+export async function runTool(work: (signal: AbortSignal) => Promise<ToolAnswer>, timeoutMs: number, shutdown: ShutdownFanout): Promise<ToolRun> {
   const controller = new AbortController();
   const started = performance.now();
   const elapsed = (): number => Math.round((performance.now() - started) * 100) / 100;
@@ -30,9 +31,7 @@ export async function runTool(work: (signal: AbortSignal) => Promise<ToolAnswer>
       resolve("timeout");
     }, timeoutMs);
   });
-  const onShutdown = (): void => controller.abort(new Error("executor shutting down"));
-  if (shutdown.aborted) onShutdown();
-  else shutdown.addEventListener("abort", onShutdown, { once: true });
+  const release = shutdown.enlist(controller);
   try {
     let started: Promise<ToolAnswer>;
     try {
@@ -51,6 +50,6 @@ export async function runTool(work: (signal: AbortSignal) => Promise<ToolAnswer>
     return { kind: "threw", error, durationMs: elapsed() };
   } finally {
     clearTimeout(timer);
-    shutdown.removeEventListener("abort", onShutdown);
+    release();
   }
 }

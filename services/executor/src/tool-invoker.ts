@@ -1,6 +1,8 @@
 import type { JsonValue } from "@toolgate/contracts";
-import { contractHash, ToolContractSchema, type CompiledTool, type ToolContext, type ToolDefinition } from "@toolgate/registry";
+import { contractHash, ToolContractSchema, type CompiledTool, type ToolContext, type ToolDefinition, type ToolOutcome } from "@toolgate/registry";
 import { runTool, type ToolAnswer, type ToolRun } from "./run-tool.js";
+import { ShutdownFanout } from "./shutdown-fanout.js";
+import { NotAppliedError } from "./thrown-failure.js";
 import type { HttpTransport } from "./transports/http-transport.js";
 import type { McpTransport } from "./transports/mcp-transport.js";
 
@@ -14,24 +16,41 @@ export interface ToolInvokerDeps {
 }
 
 /**
+ * Calls a handler. A synchronous throw comes before the handler could await any I/O, so it cannot have had an
+ * effect: it is raised as a NotAppliedError (a definite failure, even for a writing tool).
+ */
+function callHandler(handler: ToolDefinition["handler"], args: Record<string, JsonValue>, ctx: ToolContext): Promise<ToolOutcome> {
+  try {
+    return handler(args, ctx);
+  } catch (error) {
+    return Promise.reject(new NotAppliedError("the tool failed before it started", { cause: error }));
+  }
+}
+
+/**
  * The handler preceded by the tool's object layer (ids must resolve to exactly one object) and state layer
- * (the objects' state must allow the action), all within the contract's timeout.
+ * (the objects' state must allow the action), all within the contract's timeout. The layers only read and run
+ * before the handler, so an exception from them is a NotAppliedError.
  */
 function withLayers(definition: ToolDefinition): ToolDefinition["handler"] {
   const { resolve, precheck, handler } = definition;
-  if (!resolve && !precheck) return handler;
+  if (!resolve && !precheck) return (args, ctx) => callHandler(handler, args, ctx);
   return async (args, ctx: ToolContext) => {
     let objects: Record<string, JsonValue> = {};
-    if (resolve) {
-      const resolved = await resolve(args, ctx);
-      if (!resolved.ok) return { ok: false, code: resolved.code, message: resolved.message };
-      objects = resolved.objects;
+    try {
+      if (resolve) {
+        const resolved = await resolve(args, ctx);
+        if (!resolved.ok) return { ok: false, code: resolved.code, message: resolved.message };
+        objects = resolved.objects;
+      }
+      if (precheck) {
+        const checked = await precheck(args, objects, ctx);
+        if (!checked.ok) return { ok: false, code: checked.code, message: checked.message };
+      }
+    } catch (error) {
+      throw new NotAppliedError("the tool's object or state layer failed before the tool ran", { cause: error });
     }
-    if (precheck) {
-      const checked = await precheck(args, objects, ctx);
-      if (!checked.ok) return { ok: false, code: checked.code, message: checked.message };
-    }
-    return handler(args, ctx);
+    return callHandler(handler, args, ctx);
   };
 }
 
@@ -41,9 +60,12 @@ export class ToolInvoker {
   readonly #handlers = new Map<string, ToolDefinition["handler"]>();
   /** Content hash of the contract each in-process handler implements: it runs that version only. */
   readonly #implemented = new Map<string, string>();
+  /** The only listener this invoker adds to the shutdown signal, however many tools run at once. */
+  readonly #shutdown: ShutdownFanout;
 
   constructor(deps: ToolInvokerDeps) {
     this.#deps = deps;
+    this.#shutdown = new ShutdownFanout(deps.shutdown);
     for (const [name, definition] of deps.inProcess) {
       this.#handlers.set(name, withLayers(definition));
       this.#implemented.set(name, contractHash(ToolContractSchema.parse(definition.contract)));
@@ -66,7 +88,7 @@ export class ToolInvoker {
 
   /** Runs the tool once; never throws (a throwing tool is a `threw` run). */
   run(tool: CompiledTool, args: Record<string, JsonValue>, context: Omit<ToolContext, "signal">, timeoutMs = tool.contract.timeout_ms): Promise<ToolRun> {
-    return runTool((signal) => this.#invoke(tool, args, { ...context, signal }), timeoutMs, this.#deps.shutdown);
+    return runTool((signal) => this.#invoke(tool, args, { ...context, signal }), timeoutMs, this.#shutdown);
   }
 
   async #invoke(tool: CompiledTool, args: Record<string, JsonValue>, ctx: ToolContext): Promise<ToolAnswer> {
