@@ -58,9 +58,14 @@ const ExecutorEnvSchema = z.object({
    * deliveries went to executors that died still reaches this point on a live one.
    */
   EXECUTOR_MAX_DELIVER: int(2, 100).default(10),
-  EXECUTOR_ACK_WAIT_MS: int(1_000, 600_000).default(30_000),
+  EXECUTOR_ACK_WAIT_MS: int(1_000, 600_000).default(3_000),
   /** Idempotency lease beyond the tool's own timeout. */
   EXECUTOR_LEASE_MARGIN_MS: int(100, 600_000).default(10_000),
+  /**
+   * The idempotency lease a running attempt holds, renewed every third of it while it runs (never past the
+   * tool's timeout plus the margin): a dead executor's attempt is taken over this long after it died.
+   */
+  EXECUTOR_LIVE_LEASE_MS: int(1_000, 600_000).default(3_000),
   /** An idempotent call whose attempts were abandoned (executor died) this many times is dead-lettered: a poison message. */
   EXECUTOR_MAX_ABANDONED_ATTEMPTS: int(1, 20).default(2),
   /** Operations (long-running jobs, reconciliations) checked at once in this process. */

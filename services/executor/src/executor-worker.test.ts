@@ -18,6 +18,7 @@ import type { ClaimOutcome, ClaimRequest, IdempotencyStore } from "@toolgate/sto
 import { createLogger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
 import { describe, expect, it } from "vitest";
+import { LeaseKeeper } from "./lease-keeper.js";
 import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
 import type { OperationTracker } from "./operations.js";
 import { ToolInvoker } from "./tool-invoker.js";
@@ -166,9 +167,9 @@ function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals:
     deadLetters: collection as unknown as Collection<DeadLetterRecord>,
     executorId: "executor-a",
     leaseMarginMs: 500,
+    leases: new LeaseKeeper({ store, owner: "executor-a", leaseMs: 3_000, logger: createLogger({ service: "test", level: "silent" }) }),
     maxDeliveries: 5,
     maxAbandonedAttempts: 2,
-    ackWaitMs: 30_000,
     logger: createLogger({ service: "test", level: "silent" }),
     random: () => 0.5,
     sleep: async () => undefined,

@@ -18,6 +18,7 @@ import type { Logger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
 import { keyDigest, keyFacts } from "./idempotency-key.js";
 import { judgeRun, type Evidence } from "./judge-run.js";
+import type { LeaseKeeper } from "./lease-keeper.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
 import type { UncertainCause } from "./thrown-failure.js";
@@ -65,12 +66,12 @@ export interface ExecutorDeps {
   deadLetters: Collection<DeadLetterRecord>;
   executorId: string;
   leaseMarginMs: number;
+  /** Keeps the short leases of running attempts alive (see {@link LeaseKeeper}). */
+  leases: LeaseKeeper;
   /** The delivery that reaches this count runs no tool: it ends the call. */
   maxDeliveries: number;
   /** Attempts of an idempotent call abandoned by dead executors before it counts as a poison message. */
   maxAbandonedAttempts: number;
-  /** The consumer's ack wait: a running call tells the server it is alive well within it. */
-  ackWaitMs: number;
   logger: Logger;
   now?: () => number;
   random?: () => number;
@@ -191,13 +192,22 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     }
 
     const key = tool.idempotencyKey(keyFacts(decision), args);
-    const leaseMs = tool.contract.timeout_ms + deps.leaseMarginMs;
+    // The longest an attempt may hold the key; its lease is short and kept alive while it runs.
+    const maxLeaseMs = tool.contract.timeout_ms + deps.leaseMarginMs;
     const exhausted = delivery.deliveryCount >= deps.maxDeliveries;
-    const request = { key, argsHash: decision.args_hash, owner: deps.executorId, leaseMs, callId, runId: event.run_id, tool: tool.ref };
+    const request = {
+      key,
+      argsHash: decision.args_hash,
+      owner: deps.executorId,
+      leaseMs: deps.leases.leaseFor(maxLeaseMs),
+      callId,
+      runId: event.run_id,
+      tool: tool.ref,
+    };
     let claim = await deps.store.claim(request);
     // The last delivery cannot come back later: it waits here for the holder to finish or its lease to expire
     // (leases are never renewed past timeout + margin, so the wait is bounded) and then decides.
-    const waitUntil = now() + leaseMs + 1_000;
+    const waitUntil = now() + maxLeaseMs + 1_000;
     while (claim.kind === "busy" && exhausted && now() < waitUntil) {
       await sleep(Math.min(Math.max(claim.retryAfterMs, 20), 500));
       claim = await deps.store.claim(request);
@@ -237,7 +247,17 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     }
   }
 
+  /** Runs an owned attempt, its lease kept alive until its outcome is stored. */
   async function runAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery): Promise<Disposition> {
+    const release = deps.leases.hold(key, claim.attempt, tool.contract.timeout_ms + deps.leaseMarginMs);
+    try {
+      return await runHeldAttempt(event, tool, key, claim, delivery);
+    } finally {
+      release();
+    }
+  }
+
+  async function runHeldAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery): Promise<Disposition> {
     const { attempt } = claim;
     const origin = originOf(event);
     const s = event.seq;
@@ -462,8 +482,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
 
   return async (event: ToolgateEvent, delivery: Delivery): Promise<Disposition> => {
     if (event.kind !== "call" || event.type !== "authorized") return terminate(`executor does not handle ${event.kind}.${event.type}`);
-    // Tell the server well within its ack wait that this call is still being worked on (a long tool, a wait).
-    const keepAlive = setInterval(() => delivery.working(), Math.max(250, Math.floor(deps.ackWaitMs / 3)));
+    // The bus tells the server within its ack wait that the call is still being worked on (a long tool, a wait).
     try {
       return await execute(event, delivery);
     } catch (error) {
@@ -475,8 +494,6 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       await deps.bus.publish(nextCallEvent(originOf(event), "dead_lettered", "executor", { reason, deliveries: delivery.deliveryCount }));
       await publishTerminal(originOf(event), failure(event.call_id, "EXECUTION_ERROR", "the call could not be executed"), 1, event.seq + 2, 0);
       return ACK;
-    } finally {
-      clearInterval(keepAlive);
     }
   };
 }

@@ -7,6 +7,7 @@ import { toolsetContracts, toolsetDefinitions, type OperationControl } from "@to
 import { loadConfig } from "./config.js";
 import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
 import { MongoOperationStore } from "./operation-store.js";
+import { LeaseKeeper } from "./lease-keeper.js";
 import { OperationTracker } from "./operations.js";
 import { ToolInvoker } from "./tool-invoker.js";
 import { HttpTransport } from "./transports/http-transport.js";
@@ -101,6 +102,7 @@ await runService({
     });
     operations.tracker = tracker;
     const keys = new MongoIdempotencyStore(infra.db);
+    const leases = new LeaseKeeper({ store: keys, owner: config.INSTANCE_ID, leaseMs: config.EXECUTOR_LIVE_LEASE_MS, logger });
 
     const worker = await infra.bus.consume(
       {
@@ -126,9 +128,9 @@ await runService({
         deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
         executorId: config.INSTANCE_ID,
         leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
+        leases,
         maxDeliveries: config.EXECUTOR_MAX_DELIVER,
         maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
-        ackWaitMs: config.EXECUTOR_ACK_WAIT_MS,
         logger,
       }),
     );
@@ -171,6 +173,7 @@ await runService({
         clearInterval(purgeTimer);
         // Finish what is running (tools keep their own timeouts), then release the connections.
         await Promise.all([worker.stop(), operationsWorker.stop()]);
+        leases.close();
         shutdown.abort();
         await Promise.all([http?.close(), mcp?.close()]);
         catalog.close();
