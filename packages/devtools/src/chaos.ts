@@ -2,8 +2,9 @@
  * The chaos suite: a steady load of side-effecting calls through the public API while one fault at a time hits
  * the stack — the NATS server killed, FerretDB paused and killed, audit, policy, the orchestrator and executors
  * killed, every service restarted in turn — and, per scenario, what became of every call: submitted, terminal,
- * lost, duplicate effects (counted in the tool's own ledger, per logical call), audit gaps (an attempt claimed
- * in the idempotency store without its `started` in the audit trail), 5xx answers other than 503, and the
+ * lost, duplicate effects (counted in the tool's own ledger, per logical call), audit gaps (an effect without a
+ * `started` by the executor that applied it, or a retry or takeover claimed without its attempt in the audit
+ * trail), 5xx answers other than 503, and the
  * recovery time (from the end of the fault until every call submitted before then has its outcome).
  *
  * The client is the one a careful host would write: each logical call carries its own `Idempotency-Key`, and
@@ -292,7 +293,7 @@ async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: Privat
       lost: load.calls.length - ended.length,
       duplicateEffects: await duplicateEffectsPerCall(tools),
       duplicateCalls: load.calls.filter((c) => c.callIds.size > 1).length,
-      auditGaps: await auditGaps(stack, runtime),
+      auditGaps: await auditGaps(stack, runtime, tools),
       fiveXX,
       unavailable503: load.answers.get(503) ?? 0,
       recoveryMs,
@@ -315,22 +316,39 @@ async function duplicateEffectsPerCall(tools: Db): Promise<number> {
   return [...perCall.values()].filter((count) => count > 1).length;
 }
 
-/** Attempts claimed in the idempotency store (attempt 1 with the key, later ones as steps) without `started` in audit. */
-async function auditGaps(stack: Stack, runtime: Db): Promise<number> {
-  const claims = new Map<string, { callId: string; attempts: Set<number> }>();
+/**
+ * Attempts the audit trail cannot account for: an effect in the tool's ledger without a `started` of that call
+ * by the executor that applied it, and an attempt claimed in the idempotency store after the first (a retry or
+ * a takeover) without any event of that attempt. (An executor that died between claiming attempt 1 and its
+ * `started` ran no tool: the attempt that takes it over, and its reconciliation, are the trail.)
+ */
+async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> {
+  const trails = new Map<string, { type: string; attempt: number; payload: { executor_id?: string } }[]>();
+  const trail = async (callId: string) => {
+    let events = trails.get(callId);
+    if (!events) {
+      const { body } = await stack.audit<{ events?: { event: { type: string; attempt: number; payload: { executor_id?: string } } }[] }>(
+        `/v1/calls/${callId}/events`,
+      );
+      events = (body.events ?? []).map((e) => e.event);
+      trails.set(callId, events);
+    }
+    return events;
+  };
+  let gaps = 0;
+  for await (const effect of tools.collection<{ call_id: string; executor: string }>("effects").find({}, { projection: { call_id: 1, executor: 1 } })) {
+    const events = await trail(effect.call_id);
+    if (!events.some((e) => e.type === "started" && e.payload.executor_id === effect.executor)) gaps++;
+  }
+  const callOfKey = new Map<string, string>();
   for await (const key of runtime.collection<{ _id: string; call_id: string }>("idempotency_keys").find({}, { projection: { call_id: 1 } })) {
-    claims.set(key._id, { callId: key.call_id, attempts: new Set([1]) });
+    callOfKey.set(key._id, key.call_id);
   }
   for await (const step of runtime
     .collection<{ key: string; kind: string; attempt: number }>("idempotency_keys_steps")
     .find({ kind: { $in: ["takeover", "start"] } })) {
-    claims.get(step.key)?.attempts.add(step.attempt);
-  }
-  let gaps = 0;
-  for (const { callId, attempts } of claims.values()) {
-    const { body } = await stack.audit<{ events?: { event: { type: string; attempt: number } }[] }>(`/v1/calls/${callId}/events`);
-    const started = new Set((body.events ?? []).filter((e) => e.event.type === "started").map((e) => e.event.attempt));
-    for (const attempt of attempts) if (!started.has(attempt)) gaps++;
+    const callId = callOfKey.get(step.key);
+    if (callId && !(await trail(callId)).some((e) => e.attempt === step.attempt)) gaps++;
   }
   return gaps;
 }
