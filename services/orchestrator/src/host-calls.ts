@@ -18,6 +18,8 @@ import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
 export interface HostSubmission {
   runId?: RunId;
   pinnedRunId?: RunId;
+  /** Whether an earlier attempt with the same key may have created the pinned run. */
+  pinnedBefore?: boolean;
   context: RunContext;
   calls: ProposedToolCall[];
 }
@@ -67,7 +69,7 @@ export class HostCalls {
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#deps.now();
     // A host-driven run grows without bound: read only the results that can taint it, never the whole run.
-    const untrusted = fresh ? [] : untrustedTools(this.#deps.contracts.registry());
+    const untrusted = request.runId || request.pinnedBefore ? untrustedTools(this.#deps.contracts.registry()) : [];
     const taint = taintFrom(await store.succeededTools(run._id, untrusted));
     const minted = callRecords(this.#deps.contracts.registry(), run, turn, request.calls, taint, new Date(this.#deps.now()));
     const { records, ended, keysRecorded } = await this.#claimProviderIds(run, fresh, minted);
@@ -125,7 +127,8 @@ export class HostCalls {
   async #run(principal: Principal, request: HostSubmission): Promise<{ run: RunRecord; recorded: Durable; started: Promise<unknown>; fresh: boolean }> {
     const { store, bus, state } = this.#deps;
     const owned = (run: RunRecord) => run.principal.tenant === principal.tenant && run.principal.subject === principal.subject;
-    const runId = request.runId ?? request.pinnedRunId;
+    // A run pinned by a key's first request is new; one pinned before may exist (an earlier attempt made it).
+    const runId = request.runId ?? (request.pinnedBefore ? request.pinnedRunId : undefined);
     if (runId) {
       const known = state.external(runId);
       if (known && owned(known.run)) return { ...known, started: Promise.resolve(), fresh: false };
@@ -145,8 +148,8 @@ export class HostCalls {
     const recorded = Durable.start(() => store.insertRun(run));
     state.rememberExternal(run, recorded);
     const started = bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
-    // A pinned run may have been created by an earlier attempt whose record is not readable yet: its calls' keys
-    // are claimed before anything is proposed, as in any existing run.
+    // A pinned run's calls' keys are claimed before anything is proposed, as in an existing run: an attempt that
+    // takes the client's key over may be submitting the same calls into it at the same time.
     return { run, recorded, started, fresh: request.pinnedRunId === undefined };
   }
 }
