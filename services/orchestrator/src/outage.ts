@@ -126,7 +126,8 @@ export class Availability {
     if (down === undefined) {
       if (was === undefined) return;
       this.#down.delete(dependency);
-      this.#options.logger.info({ dependency }, "dependency available again");
+      // At the outage's level: whoever saw it begin sees it end.
+      this.#options.logger.warn({ dependency, was: was }, "dependency available again");
     } else {
       if (was !== undefined) return;
       this.#down.set(dependency, down);
