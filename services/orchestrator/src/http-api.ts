@@ -115,7 +115,7 @@ export function orchestratorApi(deps: {
     const where = { method: request.method, route: request.routeOptions.url ?? request.url };
     if (failure.kind === "unavailable") {
       deps.logger.warn({ err: error, ...where, status: 503, dependency: failure.dependency, reason: failure.reason }, "request failed: dependency unavailable");
-      if (failure.dependency !== "deadline") deps.availability.mark(failure.dependency, failure.reason);
+      if (failure.dependency === "nats" || failure.dependency === "mongo") deps.availability.mark(failure.dependency, failure.reason);
       return unavailable(reply, failure.dependency);
     }
     deps.logger.error({ err: error, ...where, status: 500 }, "request failed");
@@ -293,7 +293,12 @@ export function orchestratorApi(deps: {
   // Ready while NATS and the database are reachable: a load balancer sends work elsewhere meanwhile.
   app.get("/readyz", async (_request, reply) => {
     const down = deps.availability.unavailable();
-    if (down.length > 0) return reply.code(503).header("retry-after", String(retryAfterS)).send({ ready: false, unavailable: down });
+    // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials.
+    if (down.length > 0)
+      return reply
+        .code(503)
+        .header("retry-after", String(retryAfterS))
+        .send({ ready: false, unavailable: down.map((d) => d.dependency) });
     return { ready: true };
   });
   app.get("/openapi.json", () => Promise.resolve(openApiDocument()));

@@ -35,7 +35,7 @@ describe("classifyFailure", () => {
   });
 
   it("calls socket errors unavailable and everything else a programmer error", () => {
-    expect(classifyFailure(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }))).toMatchObject({ kind: "unavailable" });
+    expect(classifyFailure(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }))).toMatchObject({ kind: "unavailable", dependency: "network" });
     expect(classifyFailure(new TypeError("cannot read properties of undefined"))).toEqual({ kind: "bug" });
     expect(classifyFailure(new RangeError("x", { cause: new SyntaxError("y") }))).toEqual({ kind: "bug" });
     expect(classifyFailure("a string")).toEqual({ kind: "bug" });

@@ -21,7 +21,7 @@ export class DependencyUnavailableError extends Error {
 }
 
 /** What a failure says about the system: a dependency is unavailable (retry later), or anything else (a bug). */
-export type FailureClass = { kind: "unavailable"; dependency: Dependency | "deadline"; reason: string } | { kind: "bug" };
+export type FailureClass = { kind: "unavailable"; dependency: Dependency | "deadline" | "network"; reason: string } | { kind: "bug" };
 
 /** NATS client errors (by class name: the orchestrator does not depend on the client's error classes). */
 const NATS_UNAVAILABLE = new Set(["TimeoutError", "ClosedConnectionError", "ConnectionError", "NoRespondersError", "RequestError", "DrainingConnectionError"]);
@@ -53,7 +53,8 @@ export function classifyFailure(error: unknown): FailureClass {
       return { kind: "unavailable", dependency: "nats", reason: "publish not acknowledged" };
     }
     if (typeof e.name === "string" && NATS_UNAVAILABLE.has(e.name)) return { kind: "unavailable", dependency: "nats", reason: e.name };
-    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return { kind: "unavailable", dependency: "mongo", reason: e.code };
+    // A bare socket error does not say whose socket it was.
+    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return { kind: "unavailable", dependency: "network", reason: e.code };
     current = e.cause;
   }
   return { kind: "bug" };
