@@ -58,7 +58,13 @@ it("answers 503 with Retry-After at once while NATS is down, is not ready, and r
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(refused.ms).toBeLessThan(2_000);
   }
-  expect(logged("dependency unavailable: refusing new work with 503").length).toBeGreaterThanOrEqual(1);
+  await waitFor(() => logged("dependency unavailable: refusing new work with 503").length >= 1, { timeoutMs: 5_000, description: "the outage in the log" });
+  // Every 5xx is logged with its cause (the lines reach the test through the process's output: wait for them).
+  const refusals = await waitFor(() => logged("request refused: dependency unavailable").length >= 2 && logged("request refused: dependency unavailable"), {
+    timeoutMs: 5_000,
+    description: "both refusals in the orchestrator's log",
+  });
+  expect(refusals[0]).toMatchObject({ status: 503, unavailable: [{ dependency: "nats" }] });
 
   await nats.start();
   await waitFor(async () => (await readiness()) === 200, { timeoutMs: 30_000, description: "/readyz to report ready again" });
@@ -66,7 +72,7 @@ it("answers 503 with Retry-After at once while NATS is down, is not ready, and r
   const retried = await post(call(2), "outage-key");
   expect(retried.status).toBe(200);
   expect(retried.body.results![0]!.status).toBe("done");
-  expect(logged("dependency available again").length).toBeGreaterThanOrEqual(1);
+  await waitFor(() => logged("dependency available again").length >= 1, { timeoutMs: 5_000, description: "the recovery in the orchestrator's log" });
 });
 
 it("answers 503 within its deadline while the database does not answer, and recovers when it does", async () => {

@@ -105,6 +105,7 @@ export function orchestratorApi(deps: {
     const needed = dependenciesOf(request.method, request.routeOptions.url, request.body);
     if (needed.length === 0 || deps.availability.available(needed)) return;
     const down = deps.availability.unavailable().filter((d) => needed.includes(d.dependency));
+    deps.logger.warn({ method: request.method, route: request.routeOptions.url, status: 503, unavailable: down }, "request refused: dependency unavailable");
     return unavailable(reply, down.map((d) => d.dependency).join(", "));
   });
 
