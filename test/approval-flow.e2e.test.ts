@@ -58,8 +58,10 @@ async function taintedRun(taskId: string): Promise<string> {
 }
 
 /** Proposes `save_evidence` in `runId` and waits for policy to ask for approval; returns the call id and the request. */
+let saves = 0;
 async function pendingSave(runId: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<{ callId: string; requested: Event }> {
-  const body = { run_id: runId, calls: [{ id: "h2", name: "save_evidence", arguments: args }], wait_ms: 0, ...extra };
+  // A host's call id names one call in its run: each new call gets its own.
+  const body = { run_id: runId, calls: [{ id: `h2_${++saves}`, name: "save_evidence", arguments: args }], wait_ms: 0, ...extra };
   const submitted = await stack.api<{ results: { call_id: string }[] }>("POST", "/v1/tool-calls", body);
   expect(submitted.status).toBe(202);
   const callId = submitted.body.results[0]!.call_id;

@@ -18,3 +18,11 @@ export {
   type LedgerVerification,
 } from "./audit-store.js";
 export { connectMongo, type MongoConnectionOptions } from "./mongo-connection.js";
+export {
+  MongoRequestIdempotencyStore,
+  type RequestIdempotencyStore,
+  type RequestKeyRecord,
+  type RequestKeyState,
+  type RequestKeyClaim,
+  type RequestKeyClaimRequest,
+} from "./request-idempotency-store.js";

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { AuditedEvent, Stack, STACK_USERS } from "./stack.js";
 import { waitFor } from "./wait-for.js";
 
@@ -45,7 +46,8 @@ export async function callTools(
 ): Promise<SubmittedCall[]> {
   const body = {
     ...(options.runId ? { run_id: options.runId } : {}),
-    calls: calls.map((c, i) => ({ id: `host_${i + 1}`, name: c.name, arguments: c.arguments })),
+    // A host's call id names one call in its run: calls added to an existing run get ids of their own.
+    calls: calls.map((c, i) => ({ id: options.runId ? `host_${randomUUID()}` : `host_${i + 1}`, name: c.name, arguments: c.arguments })),
     wait_ms: options.waitMs ?? 30_000,
   };
   type Answer = { run_id: string; results: { call_id: string; status: string; result?: CallResult }[] };

@@ -44,6 +44,29 @@ const OrchestratorEnvSchema = z.object({
     .default(3_600_000),
   ORCHESTRATOR_SLOTS: z.coerce.number().int().min(1).max(4_096).default(256),
   ORCHESTRATOR_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(4_096),
+  /** How long a client's Idempotency-Key is kept and answers retries after its first use (default 24 h). */
+  ORCHESTRATOR_IDEMPOTENCY_RETENTION_MS: z.coerce
+    .number()
+    .int()
+    .min(60_000)
+    .max(30 * 24 * 3_600_000)
+    .default(24 * 3_600_000),
+  /** How long the first request with a key holds it (others get 409) before a retry may take it over. */
+  ORCHESTRATOR_IDEMPOTENCY_LEASE_MS: z.coerce.number().int().min(1_000).max(600_000).default(10_000),
+  /** How often expired idempotency keys are purged (an indexed sweep: FerretDB has no TTL index). */
+  ORCHESTRATOR_IDEMPOTENCY_PURGE_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(24 * 3_600_000)
+    .default(10 * 60_000),
+  /** Longest the API waits for NATS or the database to accept new work before answering 503. */
+  ORCHESTRATOR_UNAVAILABLE_AFTER_MS: z.coerce.number().int().min(100).max(10_000).default(2_000),
+  /** The `Retry-After` (seconds) of a 503 while a dependency is unavailable. */
+  ORCHESTRATOR_RETRY_AFTER_S: z.coerce.number().int().min(1).max(300).default(1),
+  /** How often NATS and the database are probed for `/readyz` and for refusing work at once. */
+  ORCHESTRATOR_PROBE_MS: z.coerce.number().int().min(100).max(60_000).default(1_000),
+  ORCHESTRATOR_PROBE_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(1_000),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;

@@ -1,13 +1,34 @@
 import type { EventBus } from "@toolgate/bus";
-import { runEvent, type CallId, type Principal, type RunContext, type RunId } from "@toolgate/contracts";
+import { runEvent, type CallId, type Principal, type ResultEnvelope, type RunContext, type RunId } from "@toolgate/contracts";
 import type { ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { CallScheduler } from "./call-scheduler.js";
 import { Durable } from "./durable.js";
+import { hostCallKey, HostCallConflictError, HostCallKeys } from "./host-call-keys.js";
 import type { LoopState } from "./loop-state.js";
 import { callRecords, RunRequestError, taintFrom, untrustedTools, validateCalls } from "./proposals.js";
-import type { RunRecord, RunStore } from "./run-store.js";
+import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+
+/**
+ * A host's calls and where they go: its run (`runId`), a new run, or the run fixed when a client idempotency key
+ * was claimed (`pinnedRunId`: created with that id if it does not exist yet, so that a retry lands in the run an
+ * earlier attempt may have created).
+ */
+export interface HostSubmission {
+  runId?: RunId;
+  pinnedRunId?: RunId;
+  /** Whether an earlier attempt with the same key may have created the pinned run. */
+  pinnedBefore?: boolean;
+  context: RunContext;
+  calls: ProposedToolCall[];
+}
+
+/**
+ * Called before anything is published, with every call id in order and the outcomes of the calls that had
+ * ended before (a provider call id submitted again), so that a caller waits only for the others.
+ */
+export type BeforePublish = (callIds: CallId[], ended?: ReadonlyMap<CallId, ResultEnvelope>) => void;
 
 export interface HostCallsDeps {
   store: RunStore;
@@ -28,62 +49,107 @@ export interface HostCallsDeps {
  */
 export class HostCalls {
   readonly #deps: HostCallsDeps;
+  readonly #keys: HostCallKeys;
 
   constructor(deps: HostCallsDeps) {
     this.#deps = deps;
+    this.#keys = new HostCallKeys(deps.store.hostCallKeys);
   }
 
-  /** Proposes the host's calls in its run (a new one without `runId`); the runtime call id of each, in order. */
-  async submit(
-    principal: Principal,
-    request: { runId?: RunId; context: RunContext; calls: ProposedToolCall[] },
-    beforePublish: (callIds: CallId[]) => void = () => undefined,
-  ): Promise<{ runId: RunId; callIds: CallId[] }> {
+  /**
+   * Proposes the host's calls in its run (a new one without `runId`); the runtime call id of each, in order.
+   * Within a run a provider call id is a natural key: the same id with the same tool and arguments is the same
+   * call (its id is returned, and it is proposed again only if it has no outcome: proposals are idempotent by
+   * event id), with another tool or other arguments a {@link HostCallConflictError}, before anything is proposed.
+   */
+  async submit(principal: Principal, request: HostSubmission, beforePublish: BeforePublish = () => undefined): Promise<{ runId: RunId; callIds: CallId[] }> {
     const { store, state, scheduler } = this.#deps;
     validateCalls(request.calls);
-    const { run, recorded: runRecorded, started } = await this.#run(principal, request);
+    const { run, recorded: runRecorded, started, fresh } = await this.#run(principal, request);
     // Each submission is its own scheduling group (a "turn" keyed by time): its writes run one after another.
     const turn = this.#deps.now();
     // A host-driven run grows without bound: read only the results that can taint it, never the whole run.
-    const untrusted = request.runId ? untrustedTools(this.#deps.contracts.registry()) : [];
+    const untrusted = request.runId || request.pinnedBefore ? untrustedTools(this.#deps.contracts.registry()) : [];
     const taint = taintFrom(await store.succeededTools(run._id, untrusted));
-    const records = callRecords(this.#deps.contracts.registry(), run, turn, request.calls, taint, new Date(this.#deps.now()));
-    beforePublish(records.map((r) => r._id));
-    // The records are written alongside the proposals, not before them: no call waits for them, and they are in
-    // the store long before an outcome needs them (an outcome is attached only to a recorded call). Writes after
-    // the first wait for it to end, and whichever replica handles that outcome proposes the next one: those
-    // records must be in the store before anything runs.
-    const recorded = Durable.start(() => store.insertCalls(records));
-    if (records.filter((r) => r.write).length > 1) await recorded.ensure();
-    state.track(records, true, recorded);
-    await Promise.all([started, scheduler.schedule(run, turn, records, new Set())]);
+    const minted = callRecords(this.#deps.contracts.registry(), run, turn, request.calls, taint, new Date(this.#deps.now()));
+    const { records, ended, keysRecorded } = await this.#claimProviderIds(run, fresh, minted);
+    const callIds = records.map((r) => r._id);
+    beforePublish(callIds, ended);
+    const open = records.filter((r) => !ended.has(r._id) && !state.open(r._id));
+    if (open.length > 0) {
+      // The records are written alongside the proposals, not before them: no call waits for them, and they are in
+      // the store long before an outcome needs them (an outcome is attached only to a recorded call). Writes after
+      // the first wait for it to end, and whichever replica handles that outcome proposes the next one: those
+      // records must be in the store before anything runs.
+      const recorded = Durable.start(() => store.insertCalls(open));
+      if (open.filter((r) => r.write).length > 1) await recorded.ensure();
+      state.track(open, true, recorded);
+      await Promise.all([started, scheduler.schedule(run, turn, open, new Set())]);
+    } else await started;
     // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
     // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.
-    if (!(await runRecorded.settled()))
-      this.#deps.logger.warn({ run_id: run._id }, "run record not written yet; retried before its calls' outcomes are attached");
-    return { runId: run._id, callIds: records.map((r) => r._id) };
+    const [runWritten, keysWritten] = await Promise.all([runRecorded.settled(), keysRecorded.settled()]);
+    if (!runWritten) this.#deps.logger.warn({ run_id: run._id }, "run record not written yet; retried before its calls' outcomes are attached");
+    if (!keysWritten) this.#deps.logger.warn({ run_id: run._id }, "provider call ids of a new run not recorded; a resubmission of them is not recognized");
+    return { runId: run._id, callIds };
+  }
+
+  /**
+   * Claims the provider call ids of `minted` in `run`: the records to use (an earlier call's id where the same
+   * provider id was claimed before), the outcomes of those that ended, and the write of a new run's keys. A run
+   * created by this submission has no earlier calls: its keys are written alongside the proposals (durable
+   * before the host learns the run's id); in any other run they are claimed before anything is proposed.
+   */
+  async #claimProviderIds(
+    run: RunRecord,
+    fresh: boolean,
+    minted: CallRecord[],
+  ): Promise<{ records: CallRecord[]; ended: Map<CallId, ResultEnvelope>; keysRecorded: Durable }> {
+    const keys = minted.map(hostCallKey);
+    const ended = new Map<CallId, ResultEnvelope>();
+    if (fresh) return { records: minted, ended, keysRecorded: Durable.start(() => this.#keys.claim(keys)) };
+    const claims = await this.#keys.claim(keys);
+    const records = minted.map((record, i) => {
+      const claim = claims[i]!;
+      if (claim.kind === "claimed") return record;
+      if (claim.key.tool_name !== record.tool_name || claim.key.signature !== record.signature) {
+        throw new HostCallConflictError(record.provider_call_id, claim.key.call_id);
+      }
+      return { ...record, _id: claim.key.call_id };
+    });
+    const earlier = records.filter((r, i) => claims[i]!.kind === "existing" && !this.#deps.state.open(r._id));
+    const results = await Promise.all(earlier.map((r) => this.#deps.store.getResult(r._id)));
+    for (const result of results) if (result) ended.set(result._id, result.result);
+    return { records, ended, keysRecorded: Durable.done() };
   }
 
   /** The host's run: remembered, read once, or created (its record and start event alongside the proposals). */
-  async #run(principal: Principal, request: { runId?: RunId; context: RunContext }): Promise<{ run: RunRecord; recorded: Durable; started: Promise<unknown> }> {
+  async #run(principal: Principal, request: HostSubmission): Promise<{ run: RunRecord; recorded: Durable; started: Promise<unknown>; fresh: boolean }> {
     const { store, bus, state } = this.#deps;
     const owned = (run: RunRecord) => run.principal.tenant === principal.tenant && run.principal.subject === principal.subject;
-    if (request.runId) {
-      const known = state.external(request.runId);
-      if (known && owned(known.run)) return { ...known, started: Promise.resolve() };
-      const existing = await store.getRun(request.runId);
-      if (!existing || !owned(existing)) throw new RunRequestError("RUN_NOT_FOUND", "no such run");
-      if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
-      const recorded = Durable.done();
-      state.rememberExternal(existing, recorded);
-      return { run: existing, recorded, started: Promise.resolve() };
+    // A run pinned by a key's first request is new; one pinned before may exist (an earlier attempt made it).
+    const runId = request.runId ?? (request.pinnedBefore ? request.pinnedRunId : undefined);
+    if (runId) {
+      const known = state.external(runId);
+      if (known && owned(known.run)) return { ...known, started: Promise.resolve(), fresh: false };
+      const existing = await store.getRun(runId);
+      if (existing || !request.pinnedRunId) {
+        if (!existing || !owned(existing)) throw new RunRequestError("RUN_NOT_FOUND", "no such run");
+        if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
+        const recorded = Durable.done();
+        state.rememberExternal(existing, recorded);
+        return { run: existing, recorded, started: Promise.resolve(), fresh: false };
+      }
     }
-    const run = this.#deps.newRun(principal, request.context);
+    const minted = this.#deps.newRun(principal, request.context);
+    const run = request.pinnedRunId ? { ...minted, _id: request.pinnedRunId } : minted;
     // Written alongside the proposals, not before them: the stream holds them, and the run's record is durable
     // before any of its calls' outcomes is attached (and before this request is answered).
     const recorded = Durable.start(() => store.insertRun(run));
     state.rememberExternal(run, recorded);
     const started = bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
-    return { run, recorded, started };
+    // A pinned run's calls' keys are claimed before anything is proposed, as in an existing run: an attempt that
+    // takes the client's key over may be submitting the same calls into it at the same time.
+    return { run, recorded, started, fresh: request.pinnedRunId === undefined };
   }
 }

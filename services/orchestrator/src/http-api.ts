@@ -1,4 +1,5 @@
-import { CallIdSchema, RunIdSchema, type Principal, type ResultEnvelope } from "@toolgate/contracts";
+import { CallIdSchema, newRunId, RunIdSchema, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
+import type { RequestKeyRecord } from "@toolgate/storage";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { Budgets } from "./budgets.js";
@@ -14,6 +15,10 @@ import { exportTools, formatResults, parseToolCalls, PROVIDERS, type ParsedToolC
 import { openApiDocument } from "./openapi.js";
 import { provenanceOf } from "./transcript.js";
 import type { ToolRegistry } from "@toolgate/registry";
+import type { HostSubmission } from "./host-calls.js";
+import { HostCallConflictError } from "./host-call-keys.js";
+import { IDEMPOTENCY_HEADER, parseIdempotencyKey, principalScope, requestFingerprint, type HostIdempotency, type KeyDecision } from "./host-idempotency.js";
+import { classifyFailure, withDeadline, type Availability, type Dependency } from "./outage.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -37,6 +42,23 @@ function stripUndefined(budgets: Partial<Record<keyof Budgets, number | undefine
   return Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined));
 }
 
+/** Routes that create work: they need the bus and the database. */
+const CREATES_WORK = new Set(["POST /v1/runs", "POST /v1/tool-calls", "POST /v1/providers/:provider/tool-calls"]);
+
+/** What a request needs to be served: nothing (health, tools), the database (reads), or both (new work). */
+export function dependenciesOf(method: string, route: string | undefined, body: unknown): Dependency[] {
+  const key = `${method} ${route ?? ""}`;
+  if (CREATES_WORK.has(key)) return ["nats", "mongo"];
+  if (key === "POST /mcp") return isToolsCall(body) ? ["nats", "mongo"] : [];
+  if (route === undefined || route === "/v1/tools" || !route.startsWith("/v1/")) return [];
+  return ["mongo"];
+}
+
+function isToolsCall(body: unknown): boolean {
+  const messages: unknown[] = Array.isArray(body) ? body : [body];
+  return messages.some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
+}
+
 /** The public API: managed runs and bring-your-own-loop tool calls, authenticated by API key. */
 export function orchestratorApi(deps: {
   loop: RunLoop;
@@ -47,12 +69,16 @@ export function orchestratorApi(deps: {
   contracts: { registry(): ToolRegistry };
   authenticator: Authenticator;
   mcp: McpFrontDoor;
+  idempotency: HostIdempotency;
+  availability: Availability;
+  /** Longest the API waits for its dependencies to accept new work, and the `Retry-After` of a 503. */
+  outage: { deadlineMs: number; retryAfterS: number };
   logger: Logger;
 }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
 
   app.addHook("onRequest", async (request, reply) => {
-    if (request.url === "/healthz" || request.url === "/openapi.json") return;
+    if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json") return;
     const auth = await deps.authenticator.authenticate(request.headers.authorization);
     if (!auth.ok) {
       // The reason is for operators; the caller only learns that it is not authenticated.
@@ -61,11 +87,173 @@ export function orchestratorApi(deps: {
     }
     request.principal = auth.principal;
   });
-  app.setErrorHandler(async (error: { statusCode?: number }, _request, reply) => {
+
+  const { deadlineMs, retryAfterS } = deps.outage;
+  const unavailable = (reply: FastifyReply, dependency: string) =>
+    apiError(
+      reply.header("retry-after", String(retryAfterS)),
+      503,
+      "UNAVAILABLE",
+      `the orchestrator cannot serve this now (${dependency} unavailable); retry later`,
+      {
+        dependency,
+      },
+    );
+
+  // While a dependency is known to be down, work is refused at once instead of waiting for it.
+  app.addHook("preHandler", async (request, reply) => {
+    const needed = dependenciesOf(request.method, request.routeOptions.url, request.body);
+    if (needed.length === 0 || deps.availability.available(needed)) return;
+    const down = deps.availability.unavailable().filter((d) => needed.includes(d.dependency));
+    deps.logger.warn({ method: request.method, route: request.routeOptions.url, status: 503, unavailable: down }, "request refused: dependency unavailable");
+    return unavailable(reply, down.map((d) => d.dependency).join(", "));
+  });
+
+  app.setErrorHandler(async (error: { statusCode?: number }, request, reply) => {
     if (error.statusCode !== undefined && error.statusCode < 500)
       return apiError(reply, error.statusCode, "INVALID_REQUEST", "the request could not be read as JSON within the size limit");
+    const failure = classifyFailure(error);
+    const where = { method: request.method, route: request.routeOptions.url ?? request.url };
+    if (failure.kind === "unavailable") {
+      deps.logger.warn({ err: error, ...where, status: 503, dependency: failure.dependency, reason: failure.reason }, "request failed: dependency unavailable");
+      if (failure.dependency === "nats" || failure.dependency === "mongo") deps.availability.mark(failure.dependency, failure.reason);
+      return unavailable(reply, failure.dependency);
+    }
+    deps.logger.error({ err: error, ...where, status: 500 }, "request failed");
     return apiError(reply, 500, "INTERNAL", "the orchestrator could not complete the request");
   });
+
+  /** A refusal of the run loop as the API answers it, or undefined for any other failure. */
+  const requestErrorAnswer = (error: unknown): { status: number; body: unknown } | undefined => {
+    if (error instanceof RunRequestError)
+      return { status: error.code === "RUN_NOT_FOUND" ? 404 : 400, body: { error: { code: error.code, message: error.message } } };
+    if (error instanceof HostCallConflictError) {
+      return { status: 422, body: { error: { code: error.code, message: error.message, details: { call_id: error.callId } } } };
+    }
+    return undefined;
+  };
+
+  /**
+   * Reads the request's Idempotency-Key (none: today's behaviour) and claims it, or answers from an earlier use
+   * of it: 400 for a malformed key, 422 when it was used for another request, 409 while the first request with it
+   * is still creating its work. `pin` is the run a new run of this request gets (kept for a retry's takeover).
+   */
+  async function claimKey(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    route: string,
+    pin?: string,
+  ): Promise<{ answered: FastifyReply } | { decision?: KeyDecision }> {
+    const parsed = parseIdempotencyKey(request.headers[IDEMPOTENCY_HEADER]);
+    if (!parsed.ok) return { answered: apiError(reply, 400, "INVALID_IDEMPOTENCY_KEY", parsed.message) };
+    if (parsed.key === undefined) return {};
+    const decision = await withDeadline(
+      deps.idempotency.begin({
+        scope: principalScope(request.principal!),
+        key: parsed.key,
+        route,
+        fingerprint: requestFingerprint(route, request.body),
+        ...(pin === undefined ? {} : { runId: pin }),
+      }),
+      deadlineMs,
+      "claiming the idempotency key",
+    );
+    if (decision.kind === "mismatch") {
+      return {
+        answered: apiError(reply, 422, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used for another request", { route: decision.record.route }),
+      };
+    }
+    if (decision.kind === "in_flight") {
+      reply.header("retry-after", String(decision.retryAfterS));
+      return {
+        answered: apiError(reply, 409, "IDEMPOTENCY_KEY_IN_FLIGHT", "the first request with this Idempotency-Key is still being processed; retry later"),
+      };
+    }
+    if (decision.kind === "replay") reply.header("idempotent-replayed", "true");
+    return { decision };
+  }
+
+  /** A replay of a stored response (a refusal, or a run's start). */
+  const replayStored = (reply: FastifyReply, record: RequestKeyRecord) =>
+    record.response
+      ? reply.code(record.response.status).send(JSON.parse(record.response.body_json))
+      : apiError(
+          reply.header("retry-after", "1"),
+          409,
+          "IDEMPOTENCY_KEY_IN_FLIGHT",
+          "the first request with this Idempotency-Key is still being processed; retry later",
+        );
+
+  /**
+   * Keeps a keyed request's record up to date with its work, however long the work takes (a request answered
+   * 503 at its deadline goes on): its ids once submitted, a refusal as the response to replay, or released on
+   * any other failure, so that a retry takes it over.
+   */
+  function track<T extends { runId: string; callIds: CallId[] }>(work: Promise<T>, record: RequestKeyRecord | undefined): Promise<T> {
+    if (record)
+      work.then(
+        (ids) => deps.idempotency.submitted(record, ids),
+        (error: unknown) => {
+          const answer = requestErrorAnswer(error);
+          if (!answer) return deps.idempotency.fail(record);
+          deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
+        },
+      );
+    return work;
+  }
+
+  /**
+   * Submits a host's calls within the API's deadline; the outcomes of the calls that had ended and a handle that
+   * waits for the others. A refusal is answered here (`answered`); any other failure is thrown.
+   */
+  async function submitHostCalls(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    submission: HostSubmission,
+    record: RequestKeyRecord | undefined,
+  ): Promise<
+    | { answered: FastifyReply }
+    | { submitted: { runId: string; callIds: CallId[] }; ended: ReadonlyMap<CallId, ResultEnvelope>; waiting: ReturnType<CallWaiters["register"]> }
+  > {
+    let waiting: ReturnType<CallWaiters["register"]> | undefined;
+    let ended: ReadonlyMap<CallId, ResultEnvelope> = new Map();
+    const work = track(
+      deps.loop.submitCalls(request.principal!, submission, (ids: CallId[], done?: ReadonlyMap<CallId, ResultEnvelope>) => {
+        ended = done ?? ended;
+        waiting = deps.waiters.register(ids.filter((id) => !ended.has(id)));
+      }),
+      record,
+    );
+    try {
+      return { submitted: await withDeadline(work, deadlineMs, "submitting the calls"), ended, waiting: waiting! };
+    } catch (error) {
+      // Listening stops once the submission ends, whenever that is.
+      void work.then(
+        () => waiting?.wait(0),
+        () => waiting?.wait(0),
+      );
+      const answer = requestErrorAnswer(error);
+      if (answer) return { answered: reply.code(answer.status).send(answer.body) };
+      throw error;
+    }
+  }
+
+  /** The results of calls now (those stored, then any that end within `waitMs`). */
+  async function currentResults(callIds: readonly CallId[], waitMs: number): Promise<Map<CallId, ResultEnvelope>> {
+    const results = new Map<CallId, ResultEnvelope>();
+    const read = async (ids: readonly CallId[]) => {
+      for (const stored of await Promise.all(ids.map((id) => deps.store.getResult(id)))) if (stored) results.set(stored._id, stored.result);
+    };
+    await read(callIds);
+    let missing = callIds.filter((id) => !results.has(id));
+    if (missing.length === 0) return results;
+    const waiting = deps.waiters.register(missing);
+    // Read again once listening: a result attached in between is not missed.
+    await read(missing);
+    missing = missing.filter((id) => !results.has(id));
+    for (const [id, result] of await waiting.wait(missing.length === 0 ? 0 : waitMs)) results.set(id, result);
+    return results;
+  }
 
   const owns = (request: FastifyRequest, run: RunRecord | null): run is RunRecord =>
     run !== null && run.principal.tenant === request.principal!.tenant && run.principal.subject === request.principal!.subject;
@@ -103,6 +291,17 @@ export function orchestratorApi(deps: {
   };
 
   app.get("/healthz", () => Promise.resolve({ ok: true }));
+  // Ready while NATS and the database are reachable: a load balancer sends work elsewhere meanwhile.
+  app.get("/readyz", async (_request, reply) => {
+    const down = deps.availability.unavailable();
+    // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials.
+    if (down.length > 0)
+      return reply
+        .code(503)
+        .header("retry-after", String(retryAfterS))
+        .send({ ready: false, unavailable: down.map((d) => d.dependency) });
+    return { ready: true };
+  });
   app.get("/openapi.json", () => Promise.resolve(openApiDocument()));
 
   // The MCP front door: the SDK's transport writes the response itself.
@@ -114,7 +313,7 @@ export function orchestratorApi(deps: {
       try {
         await deps.mcp.handle(request.principal!, request.raw, reply.raw, request.body);
       } catch (error) {
-        deps.logger.warn({ err: error }, "MCP request failed");
+        deps.logger.error({ err: error, status: 500 }, "MCP request failed");
         if (!reply.raw.headersSent)
           reply.raw
             .writeHead(500, { "content-type": "application/json" })
@@ -135,7 +334,10 @@ export function orchestratorApi(deps: {
           .list()
           .map((t) => t.contract),
       );
-      if (!exported.ok) return apiError(reply, 500, "INTERNAL", exported.error.message);
+      if (!exported.ok) {
+        deps.logger.error({ err: exported.error, format, status: 500 }, "tools could not be exported");
+        return apiError(reply, 500, "INTERNAL", exported.error.message);
+      }
       return { format, tools: exported.tools, notes: exported.notes };
     }
     return {
@@ -168,25 +370,29 @@ export function orchestratorApi(deps: {
     if (!parsed.ok)
       return apiError(reply, 400, parsed.error.code, parsed.error.message, parsed.error.pointer === undefined ? undefined : { pointer: parsed.error.pointer });
     if (parsed.calls.length === 0) return apiError(reply, 400, "NO_TOOL_CALLS", "the response proposes no tool calls");
-    let waiting: ReturnType<CallWaiters["register"]> | undefined;
-    let submitted: { runId: string; callIds: string[] };
-    try {
-      submitted = await deps.loop.submitCalls(
-        request.principal!,
-        {
-          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-          context: body.data.context,
-          calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
-        },
-        (callIds) => (waiting = deps.waiters.register(callIds)),
-      );
-    } catch (error) {
-      await waiting?.wait(0);
-      if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 400, error.code, error.message);
-      throw error;
+    const claimed = await claimKey(request, reply, `POST /v1/providers/${provider}/tool-calls`, body.data.run_id ? undefined : newRunId());
+    if ("answered" in claimed) return claimed.answered;
+    const { decision } = claimed;
+    if (decision?.kind === "replay") {
+      const { run_id, call_ids } = decision.record;
+      if (!run_id || !call_ids) return replayStored(reply, decision.record);
+      return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.data.wait_ms));
     }
-    const results = await waiting!.wait(body.data.wait_ms);
-    return providerResults(reply, provider, submitted.runId, parsed.calls, submitted.callIds, results);
+    const record = decision?.kind === "execute" ? decision.record : undefined;
+    const outcome = await submitHostCalls(
+      request,
+      reply,
+      {
+        ...(body.data.run_id ? { runId: body.data.run_id } : {}),
+        ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+        context: body.data.context,
+        calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
+      },
+      record,
+    );
+    if ("answered" in outcome) return outcome.answered;
+    const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+    return providerResults(reply, provider, outcome.submitted.runId, parsed.calls, outcome.submitted.callIds, results);
   });
 
   // Later reads of the same calls, in the provider's format, once every one has ended.
@@ -228,18 +434,40 @@ export function orchestratorApi(deps: {
       calls,
       mapping.map((m, i) => ({ id: m.id, result: results.get(m.call_id)!, provenance: provenanceOf(calls[i]!.name, deps.contracts.registry()) })),
     );
-    if (!formatted.ok) return apiError(reply, 500, "INTERNAL", formatted.error.message);
+    if (!formatted.ok) {
+      deps.logger.error({ err: formatted.error, run_id: runId, provider, status: 500 }, "tool results could not be formatted for the provider");
+      return apiError(reply, 500, "INTERNAL", formatted.error.message);
+    }
     return reply.code(200).send({ run_id: runId, complete: true, calls: mapping, results: formatted.output });
   }
 
   app.post("/v1/runs", async (request, reply) => {
     const body = StartRunSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid run request", issues(body.error));
-    try {
+    const claimed = await claimKey(request, reply, "POST /v1/runs");
+    if ("answered" in claimed) return claimed.answered;
+    const { decision } = claimed;
+    if (decision?.kind === "replay") return replayStored(reply, decision.record);
+    const record = decision?.kind === "execute" ? decision.record : undefined;
+    // The run id is minted by the loop: a claim whose owner died before storing its answer is taken over by a
+    // retry, which starts a run of its own (the window is the few milliseconds of the start's writes).
+    const work = (async () => {
       const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
+      if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
+      return runId;
+    })();
+    if (record)
+      work.catch((error: unknown) => {
+        const answer = requestErrorAnswer(error);
+        if (!answer) return deps.idempotency.fail(record);
+        deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
+      });
+    try {
+      const runId = await withDeadline(work, deadlineMs, "starting the run");
       return reply.code(202).send({ run_id: runId });
     } catch (error) {
-      if (error instanceof RunRequestError) return apiError(reply, 400, error.code, error.message);
+      const answer = requestErrorAnswer(error);
+      if (answer) return reply.code(answer.status).send(answer.body);
       throw error;
     }
   });
@@ -278,27 +506,37 @@ export function orchestratorApi(deps: {
   app.post("/v1/tool-calls", async (request, reply) => {
     const body = SubmitCallsSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid tool-call submission", issues(body.error));
-    let submitted: { runId: string; callIds: string[] };
-    let waiting: ReturnType<CallWaiters["register"]> | undefined;
-    try {
-      submitted = await deps.loop.submitCalls(
-        request.principal!,
-        { ...(body.data.run_id ? { runId: body.data.run_id } : {}), context: body.data.context, calls: body.data.calls },
-        (callIds) => (waiting = deps.waiters.register(callIds)),
-      );
-    } catch (error) {
-      await waiting?.wait(0);
-      if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 400, error.code, error.message);
-      throw error;
+    const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
+      reply.code(results.size === callIds.length ? 200 : 202).send({
+        run_id: runId,
+        results: callIds.map((callId, i) => {
+          const result = results.get(callId);
+          return { id: body.data.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
+        }),
+      });
+    const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.data.run_id ? undefined : newRunId());
+    if ("answered" in claimed) return claimed.answered;
+    const { decision } = claimed;
+    if (decision?.kind === "replay") {
+      const { run_id, call_ids } = decision.record;
+      if (!run_id || !call_ids) return replayStored(reply, decision.record);
+      return answer(run_id, call_ids, await currentResults(call_ids, body.data.wait_ms));
     }
-    const results = await waiting!.wait(body.data.wait_ms);
-    return reply.code(results.size === submitted.callIds.length ? 200 : 202).send({
-      run_id: submitted.runId,
-      results: submitted.callIds.map((callId, i) => {
-        const result = results.get(callId);
-        return { id: body.data.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
-      }),
-    });
+    const record = decision?.kind === "execute" ? decision.record : undefined;
+    const outcome = await submitHostCalls(
+      request,
+      reply,
+      {
+        ...(body.data.run_id ? { runId: body.data.run_id } : {}),
+        ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+        context: body.data.context,
+        calls: body.data.calls,
+      },
+      record,
+    );
+    if ("answered" in outcome) return outcome.answered;
+    const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+    return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
   });
 
   app.get<{ Params: { callId: string } }>("/v1/tool-calls/:callId", async (request, reply) => {

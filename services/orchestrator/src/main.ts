@@ -13,6 +13,9 @@ import type { ToolContractInput } from "@toolgate/registry";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunLoop } from "./run-loop.js";
 import { RunStore } from "./run-store.js";
+import { MongoRequestIdempotencyStore } from "@toolgate/storage";
+import { HostIdempotency } from "./host-idempotency.js";
+import { Availability } from "./outage.js";
 import { providerModel, scriptedModel } from "@toolgate/models";
 
 const config = loadConfig(process.env);
@@ -117,8 +120,26 @@ await runService({
         .finally(() => (sweeping = false));
     }, config.ORCHESTRATOR_SWEEP_MS);
     const authenticator = await Authenticator.create({ apiKeys: config.ORCHESTRATOR_API_KEYS, issuers: config.ORCHESTRATOR_JWT_ISSUERS });
-    const mcp = new McpFrontDoor({ loop, waiters, contracts, logger });
-    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, logger });
+    const keys = new MongoRequestIdempotencyStore(infra.db);
+    await keys.ensureIndexes();
+    const idempotency = new HostIdempotency({
+      store: keys,
+      owner: config.INSTANCE_ID,
+      leaseMs: config.ORCHESTRATOR_IDEMPOTENCY_LEASE_MS,
+      retentionMs: config.ORCHESTRATOR_IDEMPOTENCY_RETENTION_MS,
+      purgeMs: config.ORCHESTRATOR_IDEMPOTENCY_PURGE_MS,
+      logger,
+    });
+    const availability = new Availability({
+      nats: infra.bus.connection,
+      db: infra.db,
+      logger,
+      probeMs: config.ORCHESTRATOR_PROBE_MS,
+      probeTimeoutMs: config.ORCHESTRATOR_PROBE_TIMEOUT_MS,
+    });
+    const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
+    const mcp = new McpFrontDoor({ loop, waiters, contracts, store, idempotency, outage, logger });
+    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, idempotency, availability, outage, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info(
@@ -136,6 +157,8 @@ await runService({
       async stop() {
         clearInterval(sweeper);
         await api.close();
+        idempotency.close();
+        availability.close();
         waiters.close();
         runWaiters.close();
         await Promise.all([worker.stop(), approvals.stop()]);

@@ -47,6 +47,30 @@ const RunViewSchema = {
 
 const errors = { "400": ref("Error", "invalid request"), "401": ref("Error", "missing or unknown API key") };
 
+const IdempotencyKeyHeader = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "A client key (1-255 visible ASCII characters other than '\"' and '\\', bare or as a structured-field string), scoped to the authenticated principal and kept 24 h (ORCHESTRATOR_IDEMPOTENCY_RETENTION_MS). The same key with the same route and body (wait_ms aside) answers with the original response, or for calls their current state, marked Idempotent-Replayed: true; without it the request is not deduplicated.",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: '^"?[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,255}"?$' },
+};
+
+/** The answers every endpoint that creates work may give besides its own. */
+const workErrors = {
+  ...errors,
+  "400": ref("Error", "invalid request, or a malformed Idempotency-Key (INVALID_IDEMPOTENCY_KEY)"),
+  "409": ref("Error", "IDEMPOTENCY_KEY_IN_FLIGHT: the first request with this key is still creating its work; retry after Retry-After seconds"),
+  "422": ref(
+    "Error",
+    "IDEMPOTENCY_KEY_REUSED: the key was used for another request; PROVIDER_CALL_ID_CONFLICT: a provider call id of this run was used for another tool or other arguments",
+  ),
+  "503": ref(
+    "Error",
+    "UNAVAILABLE: NATS or the database is unavailable (answered within ORCHESTRATOR_UNAVAILABLE_AFTER_MS); retry after Retry-After seconds, with the same Idempotency-Key",
+  ),
+};
+
 function ref(name: string, description: string) {
   return { description, content: { "application/json": { schema: { $ref: `#/components/schemas/${name}` } } } };
 }
@@ -76,10 +100,11 @@ export function openApiDocument(): Record<string, unknown> {
       "/v1/runs": {
         post: {
           summary: "Start a managed run: Toolgate drives the model and the tool loop within the run's budgets.",
+          parameters: [IdempotencyKeyHeader],
           requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/StartRun" } } } },
           responses: {
             "202": { description: "accepted", content: { "application/json": { schema: { type: "object", properties: { run_id: { type: "string" } } } } } },
-            ...errors,
+            ...workErrors,
           },
         },
       },
@@ -108,12 +133,14 @@ export function openApiDocument(): Record<string, unknown> {
       },
       "/v1/tool-calls": {
         post: {
-          summary: "Bring your own loop: validate, authorize and execute a model's tool calls; wait up to wait_ms for their results.",
+          summary:
+            "Bring your own loop: validate, authorize and execute a model's tool calls; wait up to wait_ms for their results. Within a run, a call id sent again with the same tool and arguments is the same call.",
+          parameters: [IdempotencyKeyHeader],
           requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/SubmitCalls" } } } },
           responses: {
             "200": { description: "every call ended", content: { "application/json": { schema: { type: "object" } } } },
             "202": { description: "some calls are still running or waiting for approval", content: { "application/json": { schema: { type: "object" } } } },
-            ...errors,
+            ...workErrors,
           },
         },
       },
@@ -139,12 +166,12 @@ export function openApiDocument(): Record<string, unknown> {
         post: {
           summary:
             "Bring your own loop in the provider's dialect: post its model response, get its tool results once every call has ended (202 with what is pending, e.g. awaiting approval).",
-          parameters: [{ name: "provider", in: "path", required: true, schema: { enum: [...PROVIDERS] } }],
+          parameters: [{ name: "provider", in: "path", required: true, schema: { enum: [...PROVIDERS] } }, IdempotencyKeyHeader],
           requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/SubmitProviderResponse" } } } },
           responses: {
             "200": { description: "every call ended: provider-native results", content: { "application/json": { schema: { type: "object" } } } },
             "202": { description: "calls still running or awaiting approval", content: { "application/json": { schema: { type: "object" } } } },
-            ...errors,
+            ...workErrors,
           },
         },
       },
@@ -165,8 +192,27 @@ export function openApiDocument(): Record<string, unknown> {
       },
       "/mcp": {
         post: {
-          summary: "MCP front door (Streamable HTTP, stateless): tools/list and tools/call over the registry, with every check in the path.",
-          responses: { "200": { description: "a JSON-RPC response" }, ...errors },
+          summary:
+            'MCP front door (Streamable HTTP, stateless): tools/list and tools/call over the registry, with every check in the path. A tools/call with params._meta["toolgate/idempotency-key"] is the same call when retried (JSON-RPC errors with data.code IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_FLIGHT, UNAVAILABLE).',
+          responses: {
+            "200": { description: "a JSON-RPC response" },
+            "503": ref("Error", "UNAVAILABLE: a tools/call while NATS or the database is down"),
+            ...errors,
+          },
+        },
+      },
+      "/readyz": {
+        get: {
+          summary:
+            "Readiness: 200 while NATS and the database are reachable, 503 (with the unavailable dependencies and Retry-After) otherwise. No credentials.",
+          security: [],
+          responses: {
+            "200": { description: "ready", content: { "application/json": { schema: { type: "object", properties: { ready: { const: true } } } } } },
+            "503": {
+              description: "not ready",
+              content: { "application/json": { schema: { type: "object", properties: { ready: { const: false }, unavailable: { type: "array" } } } } },
+            },
+          },
         },
       },
     },

@@ -3,6 +3,7 @@ import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
 import type { Budgets, StopReason, Usage } from "./budgets.js";
 import type { ModelResponse } from "@toolgate/models";
+import type { HostCallKey } from "./host-call-keys.js";
 
 /** A run's persisted state. `awaiting` says whose move it is: the model's or the tools'. */
 export interface RunRecord {
@@ -179,6 +180,8 @@ export class RunStore {
   readonly results: Collection<StoredResult>;
   readonly steps: Collection<RunStep>;
   readonly approvalWaits: Collection<ApprovalWait>;
+  /** Host calls by their provider call id, per run (see HostCallKeys). */
+  readonly hostCallKeys: Collection<HostCallKey>;
   readonly #stepInserts: InsertBatcher<RunStep>;
   readonly #callInserts: InsertBatcher<CallRecord>;
   readonly #resultInserts: InsertBatcher<StoredResult>;
@@ -190,6 +193,7 @@ export class RunStore {
     this.results = db.collection<StoredResult>("call_results");
     this.steps = db.collection<RunStep>("run_steps");
     this.approvalWaits = db.collection<ApprovalWait>("approval_waits");
+    this.hostCallKeys = db.collection<HostCallKey>("host_call_keys");
     this.#stepInserts = new InsertBatcher(this.steps);
     this.#callInserts = new InsertBatcher(this.calls);
     this.#resultInserts = new InsertBatcher(this.results);

@@ -1,0 +1,144 @@
+import { canonicalHash, sha256, type Principal } from "@toolgate/contracts";
+import type { RequestIdempotencyStore, RequestKeyRecord } from "@toolgate/storage";
+import type { Logger } from "@toolgate/telemetry";
+
+/** The request header that carries a client's idempotency key (IETF draft "The Idempotency-Key HTTP Header Field"). */
+export const IDEMPOTENCY_HEADER = "idempotency-key";
+/** Where an MCP `tools/call` carries its idempotency key: `params._meta["toolgate/idempotency-key"]`. */
+export const MCP_IDEMPOTENCY_META = "toolgate/idempotency-key";
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+/** Visible ASCII without `"` and `\`: what a structured-field string holds without escapes. */
+const KEY_PATTERN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+/** A key as read from a request: none (today's behaviour), a valid key, or why it was refused (400). */
+export type ParsedIdempotencyKey = { ok: true; key: string | undefined } | { ok: false; message: string };
+
+/**
+ * Reads an idempotency key: a structured-field string (`"…"`) or the bare characters, 1 to 255 visible ASCII
+ * characters other than `"` and `\`. A repeated header is refused. Never throws.
+ */
+export function parseIdempotencyKey(value: unknown): ParsedIdempotencyKey {
+  if (value === undefined) return { ok: true, key: undefined };
+  if (typeof value !== "string") return { ok: false, message: "send one Idempotency-Key, a string" };
+  const key = value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value;
+  if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH || !KEY_PATTERN.test(key)) {
+    return { ok: false, message: `an Idempotency-Key is 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} visible ASCII characters other than '"' and '\\'` };
+  }
+  return { ok: true, key };
+}
+
+/** The scope of a principal's keys: two callers never share one (tenant and subject, unambiguously joined). */
+export function principalScope(principal: Principal): string {
+  return JSON.stringify([principal.tenant, principal.subject]);
+}
+
+/**
+ * What "the same request" means for a key: the route (method, path with its parameters) and the canonical
+ * body (RFC 8785), without `wait_ms` — how long a request waits for outcomes changes no work it creates.
+ */
+export function requestFingerprint(route: string, body: unknown): string {
+  const rest =
+    body !== null && typeof body === "object" && !Array.isArray(body) ? Object.fromEntries(Object.entries(body).filter(([k]) => k !== "wait_ms")) : body;
+  return canonicalHash({ route, body: rest ?? null });
+}
+
+/** A provider call id derived from a key, so that a retried MCP call is the same call of the same run. */
+export function keyedProviderCallId(scope: string, key: string): string {
+  return `mcp_${sha256(`${scope}\n${key}`).slice("sha256:".length, "sha256:".length + 32)}`;
+}
+
+/** What a request with a key should do. */
+export type KeyDecision =
+  /** Create the work: this request owns the key (`record.run_id` is the run to use when it makes one). */
+  | { kind: "execute"; record: RequestKeyRecord; takenOver: boolean }
+  /** The work exists: answer from it (the stored response, or the calls' current state). */
+  | { kind: "replay"; record: RequestKeyRecord }
+  /** The key was used for another request: 422. */
+  | { kind: "mismatch"; record: RequestKeyRecord }
+  /** The first request with the key is still creating its work: 409, retry after `retryAfterS`. */
+  | { kind: "in_flight"; retryAfterS: number };
+
+/** How an existing record answers a request with `fingerprint` at `now` (pure). */
+export function decideExisting(record: RequestKeyRecord, fingerprint: string, now: number): "mismatch" | "replay" | "in_flight" | "take_over" {
+  if (record.fingerprint !== fingerprint) return "mismatch";
+  if (record.state === "done" || record.state === "submitted") return "replay";
+  if (record.state === "claimed" && record.lease_until.getTime() > now) return "in_flight";
+  return "take_over";
+}
+
+export interface HostIdempotencyOptions {
+  store: RequestIdempotencyStore;
+  /** This process, as the owner of its claims. */
+  owner: string;
+  /** How long a claim blocks other requests with its key before it can be taken over. */
+  leaseMs: number;
+  /** How long a key is kept (and answers retries) after its first use. */
+  retentionMs: number;
+  /** How often expired keys are purged. */
+  purgeMs: number;
+  logger: Logger;
+  now?: () => number;
+}
+
+/**
+ * Host idempotency at the front doors: claims a principal's key for a request (or finds what an earlier
+ * request with it left), records the work's ids and response, and purges keys after their retention.
+ */
+export class HostIdempotency {
+  readonly #options: HostIdempotencyOptions;
+  readonly #now: () => number;
+  readonly #purge: NodeJS.Timeout;
+
+  constructor(options: HostIdempotencyOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#purge = setInterval(() => {
+      options.store
+        .purgeExpired(new Date(this.#now()))
+        .catch((error: unknown) => options.logger.warn({ err: error }, "idempotency key purge failed; retried later"));
+    }, options.purgeMs);
+    this.#purge.unref();
+  }
+
+  /**
+   * Claims `key` for a request, or decides from the record an earlier request left. A stale claim (its owner
+   * died or gave up) is taken over by one request. Throws when the store is unreachable.
+   */
+  async begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
+    const { store, owner, leaseMs, retentionMs } = this.#options;
+    const claim = await store.claim({ ...request, owner, leaseMs, retentionMs });
+    if (claim.kind === "claimed") return { kind: "execute", record: claim.record, takenOver: false };
+    const record = claim.record;
+    const decision = decideExisting(record, request.fingerprint, this.#now());
+    if (decision === "mismatch" || decision === "replay") return { kind: decision, record };
+    if (decision === "in_flight") return { kind: "in_flight", retryAfterS: Math.max(1, Math.ceil((record.lease_until.getTime() - this.#now()) / 1_000)) };
+    const taken = await store.takeOver(record, owner, leaseMs);
+    if (!taken) return { kind: "in_flight", retryAfterS: 1 };
+    this.#options.logger.info({ previous_owner: record.owner, state: record.state }, "idempotency key taken over");
+    return { kind: "execute", record: taken, takenOver: true };
+  }
+
+  /** Records the work's ids behind the response; a failed write leaves the claim to be taken over later. */
+  submitted(record: RequestKeyRecord, ids: { runId: string; callIds: string[] }): void {
+    this.#options.store
+      .submitted(record, ids)
+      .catch((error: unknown) => this.#options.logger.warn({ err: error }, "idempotency key not marked submitted; a retry takes it over after its lease"));
+  }
+
+  /** Stores the response a retry replays. Throws when the store is unreachable. */
+  complete(record: RequestKeyRecord, response: { status: number; body: unknown }, ids?: { runId: string; callIds: string[] }): Promise<void> {
+    return this.#options.store.complete(record, response, ids);
+  }
+
+  /** Releases the key to the next request with it (the work was not created, or is not known to be). */
+  fail(record: RequestKeyRecord): void {
+    this.#options.store
+      .fail(record)
+      .catch((error: unknown) => this.#options.logger.warn({ err: error }, "idempotency key not released; a retry takes it over after its lease"));
+  }
+
+  close(): void {
+    clearInterval(this.#purge);
+  }
+}

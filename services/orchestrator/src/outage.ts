@@ -1,0 +1,181 @@
+import type { Logger } from "@toolgate/telemetry";
+import { MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from "mongodb";
+
+/** A dependency the API cannot work without. */
+export type Dependency = "nats" | "mongo";
+
+/**
+ * A request could not be served because a dependency is unavailable (or did not answer within the API's
+ * deadline). Retryable: the API answers 503 with `Retry-After`; with an Idempotency-Key a retry is safe.
+ */
+export class DependencyUnavailableError extends Error {
+  readonly code = "UNAVAILABLE";
+  constructor(
+    readonly dependency: Dependency | "deadline",
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = "DependencyUnavailableError";
+  }
+}
+
+/** What a failure says about the system: a dependency is unavailable (retry later), or anything else (a bug). */
+export type FailureClass = { kind: "unavailable"; dependency: Dependency | "deadline" | "network"; reason: string } | { kind: "bug" };
+
+/** NATS client errors (by class name: the orchestrator does not depend on the client's error classes). */
+const NATS_UNAVAILABLE = new Set(["TimeoutError", "ClosedConnectionError", "ConnectionError", "NoRespondersError", "RequestError", "DrainingConnectionError"]);
+/** Socket errors that mean the far side is down or unreachable, whoever raised them. */
+const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTCONN"]);
+
+/**
+ * Classifies a failure by walking its `cause` chain: a publish that JetStream did not acknowledge (code
+ * `PUBLISH_FAILED`, retryable), a NATS timeout or closed connection, a MongoDB server-selection, network,
+ * pool or topology error, or a socket error is `unavailable`; everything else is a programmer error. Never throws.
+ */
+export function classifyFailure(error: unknown): FailureClass {
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && current !== null && typeof current === "object"; depth++) {
+    const e = current as { name?: unknown; code?: unknown; retryable?: unknown; cause?: unknown };
+    if (current instanceof DependencyUnavailableError) return { kind: "unavailable", dependency: current.dependency, reason: current.message };
+    if (
+      current instanceof MongoServerSelectionError ||
+      current instanceof MongoNetworkError ||
+      current instanceof MongoTopologyClosedError ||
+      current instanceof MongoNotConnectedError ||
+      (current as Error).name === "MongoWaitQueueTimeoutError"
+    ) {
+      return { kind: "unavailable", dependency: "mongo", reason: (current as Error).name };
+    }
+    if (e.code === "PUBLISH_FAILED") {
+      // An event above the size limit is the request's fault, not an outage.
+      if (e.retryable === false) return { kind: "bug" };
+      return { kind: "unavailable", dependency: "nats", reason: "publish not acknowledged" };
+    }
+    if (typeof e.name === "string" && NATS_UNAVAILABLE.has(e.name)) return { kind: "unavailable", dependency: "nats", reason: e.name };
+    // A bare socket error does not say whose socket it was.
+    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return { kind: "unavailable", dependency: "network", reason: e.code };
+    current = e.cause;
+  }
+  return { kind: "bug" };
+}
+
+/** Resolves as `work` does, or rejects with {@link DependencyUnavailableError} after `ms` (the work goes on). */
+export async function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new DependencyUnavailableError("deadline", `${what} did not finish within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The parts of a NATS connection the monitor uses. */
+export interface NatsStatusSource {
+  status(): AsyncIterable<{ type: string }>;
+  isClosed(): boolean;
+  rtt(): Promise<number>;
+}
+
+export interface AvailabilityOptions {
+  nats: NatsStatusSource;
+  db: Db;
+  logger: Logger;
+  /** How often each dependency is probed (a NATS round trip, a database `ping`). */
+  probeMs: number;
+  /** A probe that takes longer than this counts as a failure. */
+  probeTimeoutMs: number;
+}
+
+/**
+ * Whether NATS and the database are reachable now: NATS's own disconnect/reconnect events, and a probe of each
+ * every `probeMs` (a paused server sends no disconnect). Each transition is logged once. Used to refuse work at
+ * once while a dependency is down, and by `/readyz`.
+ */
+export class Availability {
+  readonly #options: AvailabilityOptions;
+  readonly #down = new Map<Dependency, string>();
+  readonly #timer: NodeJS.Timeout;
+  #probing = false;
+  #closed = false;
+
+  constructor(options: AvailabilityOptions) {
+    this.#options = options;
+    void this.#watchNats();
+    this.#timer = setInterval(() => void this.#probe(), options.probeMs);
+    this.#timer.unref();
+  }
+
+  /** The dependencies unavailable now, with why. */
+  unavailable(): { dependency: Dependency; reason: string }[] {
+    return [...this.#down].map(([dependency, reason]) => ({ dependency, reason }));
+  }
+
+  /** Whether every dependency in `needed` is available. */
+  available(needed: readonly Dependency[]): boolean {
+    return needed.every((d) => !this.#down.has(d));
+  }
+
+  /** Marks `dependency` down or up; logs the transition once. */
+  mark(dependency: Dependency, down: string | undefined): void {
+    const was = this.#down.get(dependency);
+    if (down === undefined) {
+      if (was === undefined) return;
+      this.#down.delete(dependency);
+      // At the outage's level: whoever saw it begin sees it end.
+      this.#options.logger.warn({ dependency, was: was }, "dependency available again");
+    } else {
+      if (was !== undefined) return;
+      this.#down.set(dependency, down);
+      this.#options.logger.warn({ dependency, reason: down }, "dependency unavailable: refusing new work with 503");
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearInterval(this.#timer);
+  }
+
+  async #watchNats(): Promise<void> {
+    try {
+      for await (const s of this.#options.nats.status()) {
+        if (this.#closed) return;
+        if (s.type === "disconnect" || s.type === "close") this.mark("nats", s.type === "close" ? "connection closed" : "disconnected");
+        else if (s.type === "reconnect") this.mark("nats", undefined);
+      }
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, "NATS status events ended; availability relies on probes");
+    }
+  }
+
+  async #probe(): Promise<void> {
+    if (this.#probing || this.#closed) return;
+    this.#probing = true;
+    const { nats, db, probeTimeoutMs } = this.#options;
+    const probe = async (dependency: Dependency, check: () => Promise<unknown>): Promise<void> => {
+      try {
+        await withDeadline(check(), probeTimeoutMs, `${dependency} probe`);
+        this.mark(dependency, undefined);
+      } catch (error) {
+        const failure = classifyFailure(error);
+        this.mark(dependency, failure.kind === "unavailable" ? failure.reason : "probe failed");
+      }
+    };
+    try {
+      await Promise.all([
+        probe("nats", async () => {
+          if (nats.isClosed()) throw new DependencyUnavailableError("nats", "connection closed");
+          await nats.rtt();
+        }),
+        probe("mongo", () => db.command({ ping: 1 })),
+      ]);
+    } finally {
+      this.#probing = false;
+    }
+  }
+}

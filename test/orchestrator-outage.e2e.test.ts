@@ -1,0 +1,102 @@
+import { PrivateFerretDb, PrivateNats, Stack, waitFor } from "@toolgate/testkit";
+import { afterAll, beforeAll, expect, it } from "vitest";
+
+// While NATS or the database is down the API answers 503 with Retry-After at once (never a hang, never a 500),
+// /readyz says not ready, the transition is logged, and everything works again once the server is back. The
+// servers are this file's own: killing or pausing them disturbs no other test.
+
+let nats: PrivateNats;
+let ferret: PrivateFerretDb;
+let stack: Stack;
+
+beforeAll(async () => {
+  nats = await PrivateNats.start();
+  ferret = await PrivateFerretDb.start();
+  stack = await Stack.start({ natsUrl: nats.url, mongoUrl: ferret.url, toolsets: ["chaos"], logLevel: "warn" });
+});
+
+afterAll(async () => {
+  await nats?.start();
+  ferret?.resume();
+  await stack?.stop();
+  await nats?.stop();
+  await ferret?.stop();
+});
+
+const call = (n: number) => ({ calls: [{ id: `c-${n}`, name: "chaos_write", arguments: { n, delay_ms: 0, effect: "after_delay" } }], wait_ms: 10_000 });
+
+async function post(
+  body: unknown,
+  key?: string,
+): Promise<{ status: number; headers: Headers; body: { error?: { code: string }; results?: { status: string }[] }; ms: number }> {
+  const started = Date.now();
+  const response = await fetch(`${stack.orchestratorUrl}/v1/tool-calls`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${stack.apiKeys.alice}`, "content-type": "application/json", ...(key ? { "idempotency-key": key } : {}) },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, headers: response.headers, body: (await response.json()) as never, ms: Date.now() - started };
+}
+
+const readiness = async (): Promise<number> => (await fetch(`${stack.orchestratorUrl}/readyz`)).status;
+const logged = (msg: string) =>
+  stack
+    .process("orchestrator")
+    .logs()
+    .filter((l) => l.msg === msg);
+
+it("answers 503 with Retry-After at once while NATS is down, is not ready, and recovers when it is back", async () => {
+  expect(await readiness()).toBe(200);
+  expect((await post(call(1))).status).toBe(200);
+
+  await nats.kill();
+  await waitFor(async () => (await readiness()) === 503, { timeoutMs: 5_000, description: "/readyz to report NATS down" });
+  for (const key of [undefined, "outage-key"]) {
+    const refused = await post(call(2), key);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: "UNAVAILABLE" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(refused.ms).toBeLessThan(2_000);
+  }
+  await waitFor(() => logged("dependency unavailable: refusing new work with 503").length >= 1, { timeoutMs: 5_000, description: "the outage in the log" });
+  // Every 5xx is logged with its cause (the lines reach the test through the process's output: wait for them).
+  const refusals = await waitFor(() => logged("request refused: dependency unavailable").length >= 2 && logged("request refused: dependency unavailable"), {
+    timeoutMs: 5_000,
+    description: "both refusals in the orchestrator's log",
+  });
+  expect(refusals[0]).toMatchObject({ status: 503, unavailable: [{ dependency: "nats" }] });
+
+  await nats.start();
+  await waitFor(async () => (await readiness()) === 200, { timeoutMs: 30_000, description: "/readyz to report ready again" });
+  // The refused keyed request was never claimed: its retry runs now.
+  const retried = await post(call(2), "outage-key");
+  expect(retried.status).toBe(200);
+  expect(retried.body.results![0]!.status).toBe("done");
+  await waitFor(() => logged("dependency available again").length >= 1, { timeoutMs: 5_000, description: "the recovery in the orchestrator's log" });
+});
+
+it("answers 503 within its deadline while the database does not answer, and recovers when it does", async () => {
+  ferret.pause();
+  try {
+    // Before the probe notices, the request's own deadline (2 s) bounds it; after, it is refused at once.
+    const refused = await post(call(3));
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(refused.ms).toBeLessThan(3_000);
+    await waitFor(async () => (await readiness()) === 503, { timeoutMs: 5_000, description: "/readyz to report the database down" });
+    const fast = await post(call(4));
+    expect(fast.status).toBe(503);
+    expect(fast.ms).toBeLessThan(1_000);
+  } finally {
+    ferret.resume();
+  }
+  await waitFor(async () => (await readiness()) === 200, { timeoutMs: 30_000, description: "/readyz to report ready again" });
+  const after = await post(call(5));
+  expect(after.status).toBe(200);
+  expect(
+    stack
+      .process("orchestrator")
+      .logs()
+      .some((l) => l.level === "error" && l.msg === "request failed"),
+  ).toBe(false);
+});
