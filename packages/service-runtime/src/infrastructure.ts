@@ -42,6 +42,7 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     throw error;
   }
   countCommands(mongo, stats);
+  logDatabaseReachability(mongo, logger);
   return {
     bus,
     subjects,
@@ -52,6 +53,25 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
       await mongo.close();
     },
   };
+}
+
+/**
+ * Logs each loss and return of the database once: the driver's monitor marks a server `Unknown` when its
+ * heartbeat fails (a stopped, paused or unreachable server) and gives it its type back when one succeeds.
+ */
+function logDatabaseReachability(mongo: MongoClient, logger: Logger): void {
+  let lostAt = 0;
+  mongo.on("serverDescriptionChanged", (event) => {
+    const was = event.previousDescription.type;
+    const now = event.newDescription.type;
+    if (now === "Unknown" && was !== "Unknown" && lostAt === 0) {
+      lostAt = Date.now();
+      logger.warn({ server: event.address, err: event.newDescription.error ?? undefined }, "database unreachable; operations fail until it is back");
+    } else if (now !== "Unknown" && was === "Unknown" && lostAt > 0) {
+      logger.info({ server: event.address, down_ms: Date.now() - lostAt }, "database reachable again");
+      lostAt = 0;
+    }
+  });
 }
 
 /** Counts every command the driver sends (`db.<command>.<database>.<collection>`) and, when tracing, its span. */

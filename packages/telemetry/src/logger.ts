@@ -29,15 +29,20 @@ export interface LoggerOptions {
   level: LevelWithSilent;
   /** Stable identity of this process in logs (e.g. executor id). */
   instance?: string;
+  /** Where the lines go instead of stdout (tests that read what a component logged). */
+  destination?: { write(line: string): void };
 }
 
 /** Creates the service's root logger: JSON lines on stdout, credentials redacted. */
 export function createLogger(options: LoggerOptions): Logger {
-  return pino({
-    level: options.level,
-    base: { service: options.service, instance: options.instance ?? String(process.pid) },
-    redact: { paths: [...ALWAYS_REDACTED], censor: "[REDACTED]" },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
+  return pino(
+    {
+      level: options.level,
+      base: { service: options.service, instance: options.instance ?? String(process.pid) },
+      redact: { paths: [...ALWAYS_REDACTED], censor: "[REDACTED]" },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    ...(options.destination ? [options.destination] : []),
+  );
 }
