@@ -129,6 +129,7 @@ export class ContractCompiler {
  */
 export class ToolRegistry {
   readonly #byName = new Map<string, Entry>();
+  readonly #byAlias = new Map<string, Entry>();
   readonly #byHash = new Map<string, Entry>();
 
   private constructor(current: readonly Entry[], retained: readonly Entry[]) {
@@ -136,6 +137,17 @@ export class ToolRegistry {
       if (this.#byName.has(entry.contract.name)) throw new ContractError(`duplicate tool name ${entry.contract.name}`);
       this.#byName.set(entry.contract.name, entry);
       this.#byHash.set(entry.hash, entry);
+    }
+    // An alias that could mean two tools, or another tool's own name, would let a call reach the wrong one.
+    for (const entry of current) {
+      for (const alias of entry.contract.aliases) {
+        if (alias === entry.contract.name) continue;
+        const other = this.#byName.get(alias) ?? this.#byAlias.get(alias);
+        if (other !== undefined && other !== entry) {
+          throw new ContractError(`the alias ${JSON.stringify(alias.slice(0, 64))} of ${entry.contract.name} is also a name of ${other.contract.name}`);
+        }
+        this.#byAlias.set(alias, entry);
+      }
     }
     for (const entry of retained) this.#byHash.set(entry.hash, entry);
   }
@@ -162,9 +174,12 @@ export class ToolRegistry {
     return new ToolRegistry(entries(current), entries(retained));
   }
 
-  /** The current version of the tool called `name`, if registered. */
+  /**
+   * The current version of the tool called `name`, or of the tool that has `name` as an alias (the name it had
+   * where it was imported from). The tool's own `contract.name` is the name to record and authorize.
+   */
   get(name: string): CompiledTool | undefined {
-    return this.#byName.get(name);
+    return this.#byName.get(name) ?? this.#byAlias.get(name);
   }
 
   /** Any version this registry holds, current or retained, by content hash. */
