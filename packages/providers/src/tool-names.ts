@@ -87,7 +87,7 @@ export function safeToolNames(originals: readonly string[], taken: ReadonlySet<s
   for (const base of bases.values()) claims.set(base, (claims.get(base) ?? 0) + 1);
   const names = new Map<string, string>();
   for (const [original, base] of bases) {
-    const keepsItsOwn = base === original;
+    const keepsItsOwn = isSafeToolName(original);
     const collides = (claims.get(base) ?? 0) > 1 || taken.has(base);
     const tooLong = base.length > MAX_SAFE_NAME_LENGTH;
     const plain = (keepsItsOwn && !taken.has(base)) || (!collides && !tooLong && !nothingSurvives(original));
