@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { contractHash, ToolContractSchema, type ToolContractInput } from "./contract.js";
-import { ContractError, ToolRegistry } from "./registry.js";
+import { ContractCompiler, ContractError, ToolRegistry } from "./registry.js";
 
 const uberRide: ToolContractInput = {
   name: "uber_ride",
@@ -34,6 +34,16 @@ describe("aliases", () => {
     expect(() => ToolRegistry.from([uberRide, { ...weather, aliases: ["uber_ride"] }])).toThrow(ContractError);
     expect(() => ToolRegistry.from([uberRide, { ...weather, aliases: ["uber.ride"] }])).toThrow(/uber\.ride/);
     expect(() => ToolRegistry.from([uberRide, { ...weather, name: "uber_ride", aliases: [] }])).toThrow(/duplicate tool name/);
+  });
+
+  it("from compiled tools (the catalog's snapshots), an ambiguous alias names no tool instead of failing the build", () => {
+    const compiler = new ContractCompiler();
+    const other = { ...weather, name: "book_ride", aliases: ["uber.ride", "uber_ride", "BookRide"] };
+    const registry = ToolRegistry.fromCompiled([compiler.compile(uberRide), compiler.compile(other)]);
+    expect(registry.get("uber.ride")).toBeUndefined();
+    // A name always wins over an alias; an alias nobody else claims still resolves.
+    expect(registry.get("uber_ride")!.contract.name).toBe("uber_ride");
+    expect(registry.get("BookRide")!.contract.name).toBe("book_ride");
   });
 
   it("is hashed only when set, so contracts without aliases keep their hash", () => {
