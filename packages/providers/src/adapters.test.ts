@@ -195,16 +195,18 @@ describe("round trip at the library level: parse → registry → format", () =>
       ],
     });
     const fromMcp = importTools("mcp", { tools: [{ name: "t", inputSchema: { type: "object" }, annotations: { readOnlyHint: true, openWorldHint: false } }] });
-    expect(fromMcp).toEqual({
+    expect(fromMcp).toMatchObject({
       ok: true,
-      tools: [{ name: "t", description: "", input_schema: { type: "object" }, hints: { readOnly: true, openWorld: false } }],
+      tools: [{ name: "tool_t", original_name: "t", description: "", input_schema: { type: "object" }, hints: { readOnly: true, openWorld: false } }],
     });
+    // A server's read-only hint is kept, but the draft still treats the tool as a write until someone reviews it.
+    expect(fromMcp.ok && fromMcp.tools[0]!.contract).toMatchObject({ side_effect: "write", aliases: ["t"] });
   });
 
   it("skips provider-specific tools on import and refuses malformed definitions", () => {
     expect(importTools("openai-responses", [{ type: "web_search" }, { type: "function", name: "f", parameters: null, strict: true }])).toMatchObject({
       ok: true,
-      tools: [{ name: "f", input_schema: { type: "object", properties: {} } }],
+      tools: [{ name: "tool_f", original_name: "f", input_schema: { type: "object", properties: {} } }],
     });
     expect(importTools("anthropic", [{ type: "bash_20250124", name: "bash" }])).toEqual({ ok: true, tools: [] });
     for (const provider of PROVIDERS) expect(importTools(provider, "not a list")).toMatchObject({ ok: false, error: { code: "MALFORMED_PAYLOAD" } });

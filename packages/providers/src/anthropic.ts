@@ -2,7 +2,7 @@ import type { ToolContract } from "@toolgate/registry";
 import { z } from "zod";
 import { CallCollector, malformed, observationText, pairResults } from "./calls.js";
 import type { Accepts, AnthropicMessage, AnthropicMessageParam, AnthropicTool, ToolResultBlockParam, ToolUseBlock } from "./sdk-types.js";
-import type { CallResult, ExportResult, FormatResult, ImportedTool, ImportResult, ParsedToolCall, ParseOptions, ParseResult } from "./types.js";
+import type { CallResult, ExportResult, FormatResult, ProviderToolDefinition, DefinitionsResult, ParsedToolCall, ParseOptions, ParseResult } from "./types.js";
 
 const Block = z.looseObject({ type: z.string() });
 const ToolUse = z.looseObject({ type: z.literal("tool_use"), id: z.unknown(), name: z.unknown(), input: z.unknown() });
@@ -72,10 +72,10 @@ type _ToolRead = Accepts<
 >;
 
 /** Client (custom) tools as the model-facing half of contracts; server tools (web search, bash…) are skipped. */
-export function importAnthropic(definitions: unknown): ImportResult {
+export function importAnthropic(definitions: unknown): DefinitionsResult {
   const list = z.array(z.looseObject({ type: z.unknown().optional() })).safeParse(definitions);
   if (!list.success) return malformed("Anthropic tools", list.error);
-  const tools: ImportedTool[] = [];
+  const tools: ProviderToolDefinition[] = [];
   for (const [i, raw] of list.data.entries()) {
     if (raw.type !== undefined && raw.type !== null && raw.type !== "custom") continue;
     const tool = ClientTool.safeParse(raw);

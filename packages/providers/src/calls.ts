@@ -19,8 +19,18 @@ export function malformed(provider: string, error: z.ZodError, base = ""): { ok:
   return providerError("MALFORMED_PAYLOAD", `not a ${provider} payload: ${issue?.message ?? "unexpected shape"}${pointer ? ` at ${pointer}` : ""}`, pointer);
 }
 
-function isKnown(tools: KnownTools, name: string): boolean {
-  return "has" in tools ? tools.has(name) : tools.get(name) !== undefined;
+/** Whether `name` is on offer and, when the tools are a registry, the name of the contract it resolves to. */
+function lookUp(tools: KnownTools, name: string): { known: boolean; contractName?: string } {
+  if ("has" in tools) return { known: tools.has(name) };
+  const found = tools.get(name);
+  if (found === undefined) return { known: false };
+  return hasContractName(found) ? { known: true, contractName: found.contract.name } : { known: true };
+}
+
+function hasContractName(value: unknown): value is { contract: { name: string } } {
+  if (typeof value !== "object" || value === null || !("contract" in value)) return false;
+  const contract: unknown = value.contract;
+  return typeof contract === "object" && contract !== null && "name" in contract && typeof contract.name === "string";
 }
 
 /** The arguments of one call: a JSON text (OpenAI) or an object (Anthropic, Gemini, MCP). */
@@ -71,11 +81,15 @@ export class CallCollector {
       argumentsJson = text;
     }
     const tools = this.#options.tools;
-    if (tools !== undefined && !isKnown(tools, name)) {
+    const found = tools === undefined ? undefined : lookUp(tools, name);
+    if (found !== undefined && !found.known) {
       problem = { code: "UNKNOWN_TOOL", message: `no tool named ${JSON.stringify(name.slice(0, 64))} is offered` };
     }
+    // Called by an alias: the contract's own name is what the runtime records and authorizes; `name` stays the
+    // model's, so that the result goes back under it.
+    const tool = found?.contractName !== undefined && found.contractName !== name ? found.contractName : undefined;
     this.#ids.add(id);
-    this.#calls.push({ id, name, argumentsJson, ...(origin ? { origin } : {}), ...(problem ? { problem } : {}) });
+    this.#calls.push({ id, name, argumentsJson, ...(tool ? { tool } : {}), ...(origin ? { origin } : {}), ...(problem ? { problem } : {}) });
     return undefined;
   }
 

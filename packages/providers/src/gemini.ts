@@ -3,7 +3,17 @@ import { z } from "zod";
 import { CallCollector, malformed, observation, pairResults, provenanceNote, providerError } from "./calls.js";
 import { fromGeminiSchema, toGeminiSchema } from "./schema-dialects.js";
 import type { Accepts, Content, FunctionDeclaration, GeminiResponse, GeminiTool, Part, Schema } from "./sdk-types.js";
-import type { CallResult, ExportNote, ExportResult, FormatResult, ImportedTool, ImportResult, ParsedToolCall, ParseOptions, ParseResult } from "./types.js";
+import type {
+  CallResult,
+  ExportNote,
+  ExportResult,
+  FormatResult,
+  ProviderToolDefinition,
+  DefinitionsResult,
+  ParsedToolCall,
+  ParseOptions,
+  ParseResult,
+} from "./types.js";
 
 const PartShape = z.looseObject({ functionCall: z.looseObject({ id: z.unknown(), name: z.unknown(), args: z.unknown() }).optional() });
 const ContentShape = z.looseObject({ parts: z.array(PartShape).optional() });
@@ -123,7 +133,7 @@ type _DeclarationRead = Accepts<
 >;
 
 /** Function declarations (a list, or `Tool`s with `functionDeclarations`) as the model-facing half of contracts. */
-export function importGemini(definitions: unknown): ImportResult {
+export function importGemini(definitions: unknown): DefinitionsResult {
   const list = z.array(z.looseObject({ functionDeclarations: z.array(z.unknown()).optional() })).safeParse(definitions);
   if (!list.success) return malformed("Gemini tools", list.error);
   const declarations: { value: unknown; pointer: string }[] = [];
@@ -132,7 +142,7 @@ export function importGemini(definitions: unknown): ImportResult {
       declarations.push(...item.functionDeclarations.map((value, j) => ({ value, pointer: `/${i}/functionDeclarations/${j}` })));
     else if ("name" in item) declarations.push({ value: item, pointer: `/${i}` });
   }
-  const tools: ImportedTool[] = [];
+  const tools: ProviderToolDefinition[] = [];
   for (const { value, pointer } of declarations) {
     const declaration = Declaration.safeParse(value);
     if (!declaration.success) return malformed("Gemini tools", declaration.error, pointer);

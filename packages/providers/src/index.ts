@@ -4,7 +4,22 @@ import { providerError } from "./calls.js";
 import { exportGemini, formatGemini, importGemini, parseGemini } from "./gemini.js";
 import { exportMcp, formatMcp, importMcp, parseMcp } from "./mcp.js";
 import { exportChat, exportResponses, formatChat, formatResponses, importChat, importResponses, parseChat, parseResponses } from "./openai.js";
-import type { CallResult, ExportOptions, ExportResult, FormatResult, ImportResult, ParsedToolCall, ParseOptions, ParseResult, ProviderName } from "./types.js";
+import { draftImports } from "./import-drafts.js";
+import { enforcedInputSchema } from "./schema-dialects.js";
+import { PROVIDER_NAME_RULES, providerAcceptsName } from "./tool-names.js";
+import type {
+  CallResult,
+  DefinitionsResult,
+  ExportOptions,
+  ExportResult,
+  FormatResult,
+  ImportOptions,
+  ImportResult,
+  ParsedToolCall,
+  ParseOptions,
+  ParseResult,
+  ProviderName,
+} from "./types.js";
 
 /**
  * The tool calls in a provider's model output: OpenAI Responses `function_call` items, Chat Completions
@@ -68,12 +83,19 @@ export function exportTools(
   contracts: readonly (ToolContract | ToolContractInput)[],
   options: ExportOptions = {},
 ): ExportResult<ProviderName> {
+  if (!Object.hasOwn(PROVIDER_NAME_RULES, provider)) return unknownProvider(provider as never);
   const parsed: ToolContract[] = [];
   for (const [i, input] of contracts.entries()) {
     const contract = ToolContractSchema.safeParse(input);
     if (!contract.success)
       return providerError("INVALID_CONTRACT", `contract ${i} is not a valid contract: ${contract.error.issues[0]?.message ?? ""}`, `/${i}`);
-    if (contract.data.enabled) parsed.push(contract.data);
+    if (!contract.data.enabled) continue;
+    const { name } = contract.data;
+    if (!providerAcceptsName(provider, name)) return providerError("INVALID_CONTRACT", `${provider} does not accept the tool name ${name}`, `/${i}/name`);
+    // Offered as enforced: an object the registry closes is shown closed, so strict mode can hold it.
+    const enforced = enforcedInputSchema(contract.data.input_schema);
+    if (!enforced.ok) return providerError("INVALID_CONTRACT", `the input schema of ${name} cannot be closed: ${enforced.reason}`, `/${i}/input_schema`);
+    parsed.push({ ...contract.data, input_schema: enforced.schema });
   }
   switch (provider) {
     case "openai-responses":
@@ -92,11 +114,20 @@ export function exportTools(
 }
 
 /**
- * A provider's tool definitions as the model-facing half of contracts (name, description, input schema, and
- * for MCP the output schema and hints). Provider-specific tools (hosted, server or custom tools) are skipped.
- * Imported tools are proposals: give them the runtime half, lint them and approve them before use.
+ * A provider's tool definitions as draft contracts. Each tool gets a safe name (snake_case, accepted by every
+ * provider, one NATS subject token; a short stable suffix when the name is cut or two names meet) and keeps its
+ * original name as an alias, so a model that calls it by that name still reaches it. The runtime half is
+ * assumed on the safe side (an unknown side effect is a write needing approval) and listed in `assumed`;
+ * `findings` is what the contract linter wants completed. Provider-specific tools (hosted, server or custom
+ * tools) are skipped. A definition that breaks the provider's format, or a name given twice, is a typed error.
+ * Never throws.
  */
-export function importTools(provider: ProviderName, definitions: unknown): ImportResult {
+export function importTools(provider: ProviderName, definitions: unknown, options: ImportOptions = {}): ImportResult {
+  const read = readDefinitions(provider, definitions);
+  return read.ok ? draftImports(read.tools, options) : read;
+}
+
+function readDefinitions(provider: ProviderName, definitions: unknown): DefinitionsResult {
   switch (provider) {
     case "openai-responses":
       return importResponses(definitions);
@@ -118,7 +149,9 @@ function unknownProvider(provider: never): { ok: false; error: { code: "MALFORME
 }
 
 export { observation, observationText, provenanceNote, MAX_OBSERVATION_BYTES } from "./calls.js";
-export { toOpenAIStrict, toGeminiSchema, fromGeminiSchema, type DroppedKeyword } from "./schema-dialects.js";
+export { toOpenAIStrict, toGeminiSchema, fromGeminiSchema, enforcedInputSchema, type DroppedKeyword } from "./schema-dialects.js";
+export { PROVIDER_NAME_RULES, MAX_SAFE_NAME_LENGTH, providerAcceptsName, isSafeToolName, safeToolNames, snakeToolName } from "./tool-names.js";
+export { draftContract } from "./import-drafts.js";
 export {
   PROVIDERS,
   type ProviderName,
@@ -140,6 +173,9 @@ export {
   type ToolHints,
   type ImportedTool,
   type ImportResult,
+  type ImportOptions,
+  type ProviderToolDefinition,
+  type AssumedDefault,
 } from "./types.js";
 export type {
   AnthropicMessage,

@@ -7,8 +7,8 @@ import type {
   CallResult,
   ExportResult,
   FormatResult,
-  ImportedTool,
-  ImportResult,
+  ProviderToolDefinition,
+  DefinitionsResult,
   ParsedToolCall,
   ParseOptions,
   ParseResult,
@@ -147,11 +147,11 @@ type _ToolRead = [
 ];
 
 /** An MCP server's tools (a `tools/list` result or its `tools`) as the model-facing half of contracts, with hints. */
-export function importMcp(definitions: unknown): ImportResult {
+export function importMcp(definitions: unknown): DefinitionsResult {
   const list = z.union([z.looseObject({ tools: z.array(z.unknown()) }), z.array(z.unknown())]).safeParse(definitions);
   if (!list.success) return malformed("MCP tools", list.error);
   const items = Array.isArray(list.data) ? list.data : list.data.tools;
-  const tools: ImportedTool[] = [];
+  const tools: ProviderToolDefinition[] = [];
   for (const [i, raw] of items.entries()) {
     const tool = ToolShape.safeParse(raw);
     if (!tool.success) return malformed("MCP tools", tool.error, Array.isArray(list.data) ? `/${i}` : `/tools/${i}`);

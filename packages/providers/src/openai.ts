@@ -21,8 +21,8 @@ import type {
   ExportOptions,
   ExportResult,
   FormatResult,
-  ImportedTool,
-  ImportResult,
+  ProviderToolDefinition,
+  DefinitionsResult,
   ParsedToolCall,
   ParseOptions,
   ParseResult,
@@ -101,10 +101,10 @@ type _ResponsesToolRead = Accepts<
 >;
 
 /** Function tools of the Responses API as the model-facing half of contracts (other tool types are skipped). */
-export function importResponses(definitions: unknown): ImportResult {
+export function importResponses(definitions: unknown): DefinitionsResult {
   const list = z.array(z.looseObject({ type: z.string() })).safeParse(definitions);
   if (!list.success) return malformed("OpenAI Responses tools", list.error);
-  const tools: ImportedTool[] = [];
+  const tools: ProviderToolDefinition[] = [];
   for (const [i, raw] of list.data.entries()) {
     if (raw.type !== "function") continue;
     const tool = ResponsesTool.safeParse(raw);
@@ -194,10 +194,10 @@ type _ChatToolRead = Accepts<
 >;
 
 /** Function tools of Chat Completions as the model-facing half of contracts (custom tools are skipped). */
-export function importChat(definitions: unknown): ImportResult {
+export function importChat(definitions: unknown): DefinitionsResult {
   const list = z.array(z.looseObject({ type: z.string() })).safeParse(definitions);
   if (!list.success) return malformed("OpenAI Chat Completions tools", list.error);
-  const tools: ImportedTool[] = [];
+  const tools: ProviderToolDefinition[] = [];
   for (const [i, raw] of list.data.entries()) {
     if (raw.type !== "function") continue;
     const tool = ChatTool.safeParse(raw);

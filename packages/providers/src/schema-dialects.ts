@@ -1,4 +1,6 @@
 import type { Schema, Type } from "@google/genai";
+import type { JsonValue } from "@toolgate/contracts";
+import { closeObjectSchemas, resolvePointer } from "@toolgate/registry";
 
 type JsonObject = Record<string, unknown>;
 
@@ -14,6 +16,33 @@ function token(key: string): string {
 export interface DroppedKeyword {
   pointer: string;
   message: string;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// What a model is shown: the input schema as the registry enforces it, every object closed.
+
+/** In-place subschemas next to which `additionalProperties` would not see every declared property. */
+const IN_PLACE = ["allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "then", "else", "dependentSchemas"];
+
+/**
+ * The input schema with every object closed exactly as the registry closes it when it compiles the contract, so
+ * a model is never offered a field the runtime refuses. Where the closure sits on a plain object it is written
+ * `additionalProperties: false` (the same constraint there, and the form every provider reads); next to
+ * composed subschemas it stays `unevaluatedProperties: false`. A schema that cannot be closed is refused, as
+ * the registry refuses it.
+ */
+export function enforcedInputSchema(schema: JsonObject): { ok: true; schema: JsonObject } | { ok: false; reason: string } {
+  const closure = closeObjectSchemas(schema);
+  if (!closure.ok) return { ok: false, reason: `${closure.message} (at ${closure.pointer || "/"})` };
+  const document = closure.schema;
+  if (!isObject(document)) return { ok: false, reason: "the input schema is not an object schema" };
+  for (const pointer of closure.closed) {
+    const node = resolvePointer(document as JsonValue, pointer);
+    if (!isObject(node) || IN_PLACE.some((k) => k in node)) continue;
+    delete node.unevaluatedProperties;
+    node.additionalProperties = false;
+  }
+  return { ok: true, schema: document };
 }
 
 // ---------------------------------------------------------------------------------------------------------

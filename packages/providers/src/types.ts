@@ -1,4 +1,5 @@
-import type { ResultEnvelope } from "@toolgate/contracts";
+import type { JsonValue, ResultEnvelope } from "@toolgate/contracts";
+import type { LintFinding, ToolContractInput } from "@toolgate/registry";
 import type {
   AnthropicTool,
   ChatCompletionFunctionTool,
@@ -30,7 +31,8 @@ export type ProviderErrorCode =
   | "MISSING_RESULT"
   | "UNEXPECTED_RESULT"
   | "MALFORMED_RESULT"
-  | "INVALID_CONTRACT";
+  | "INVALID_CONTRACT"
+  | "DUPLICATE_TOOL_NAME";
 
 /** A typed error: adapters return it, they never throw on a bad payload. */
 export interface ProviderError {
@@ -53,7 +55,13 @@ export interface CallProblem {
 export interface ParsedToolCall {
   /** The provider's call id, unique within the payload (Gemini: generated when the model sent none). */
   id: string;
+  /** The tool name as the model called it; results go back under it. */
   name: string;
+  /**
+   * The contract's name, when the model called the tool by one of its aliases (such as the name it was imported
+   * under) and the call was parsed with a registry as `options.tools`.
+   */
+  tool?: string;
   /** The arguments as JSON text, exactly as the model produced them (object arguments are serialized). */
   argumentsJson: string;
   /** MCP: the JSON-RPC request id, answered with its own type. Gemini: the id was generated. */
@@ -64,7 +72,10 @@ export interface ParsedToolCall {
 
 export type ParseResult = { ok: true; calls: ParsedToolCall[] } | { ok: false; error: ProviderError };
 
-/** Which tools exist, to flag calls to any other name (a `Set` of names, or a registry). */
+/**
+ * Which tools exist, to flag calls to any other name: a `Set` of names, or a registry, whose lookup also
+ * resolves aliases to the contract they name.
+ */
 export type KnownTools = ReadonlySet<string> | { get(name: string): unknown };
 
 export interface ParseOptions {
@@ -136,8 +147,8 @@ export interface ToolHints {
   openWorld?: boolean;
 }
 
-/** The model-facing half of a contract, as a provider defines a tool. The runtime half is for the importer to add. */
-export interface ImportedTool {
+/** The model-facing half of a contract, as a provider defines a tool, before its name is made safe. */
+export interface ProviderToolDefinition {
   name: string;
   description: string;
   input_schema: Record<string, unknown>;
@@ -145,4 +156,34 @@ export interface ImportedTool {
   hints?: ToolHints;
 }
 
+/** A default an imported draft takes because the provider's definition does not say (or cannot be trusted to). */
+export interface AssumedDefault {
+  /** JSON pointer into the draft contract. */
+  pointer: string;
+  value: JsonValue;
+  reason: string;
+}
+
+/**
+ * One imported tool: the provider's definition under a safe name, and a draft contract that completes it with
+ * explicit, cautious defaults. The draft is to be reviewed: `findings` is what the contract linter wants done.
+ */
+export interface ImportedTool extends ProviderToolDefinition {
+  /** The safe name: snake_case, within every provider's rules, one NATS subject token. */
+  name: string;
+  /** The name as the provider defined it; the draft keeps it as an alias when it differs. */
+  original_name: string;
+  contract: ToolContractInput;
+  assumed: AssumedDefault[];
+  findings: LintFinding[];
+}
+
 export type ImportResult = { ok: true; tools: ImportedTool[] } | { ok: false; error: ProviderError };
+
+/** What one dialect's importer reads: the definitions as the provider wrote them. */
+export type DefinitionsResult = { ok: true; tools: ProviderToolDefinition[] } | { ok: false; error: ProviderError };
+
+export interface ImportOptions {
+  /** Names already in use (the registry's): an imported tool whose safe name would be one gets a suffix. */
+  taken?: ReadonlySet<string>;
+}

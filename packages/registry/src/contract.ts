@@ -23,6 +23,20 @@ const StatusCheckSchema = z.object({ tool: z.string().regex(/^[a-z][a-z0-9_]{0,6
  */
 export const ToolContractSchema = z.object({
   name: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are stable snake_case identifiers"),
+  /**
+   * Other names a model may call the tool by, such as the name it had where it was imported from (`uber.ride`,
+   * `GetWeather`). The registry resolves them to this contract; exports and events use `name`.
+   */
+  aliases: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(256)
+        .regex(/^[^\p{Cc}]+$/u, "aliases hold no control characters"),
+    )
+    .max(16)
+    .default([]),
   version: z.string().regex(/^\d+\.\d+\.\d+$/, "expected a semantic version"),
   description: z.string().min(20).max(2048),
   owner: z.string().min(1).max(128),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // toolgate-contracts: lint, hash, benchmark and publish tool contracts from files and JavaScript modules.
+import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
 import { benchmarkValidation, type ValidationCase } from "./bench-validation.js";
 import { ContractCatalog, type CatalogConnection } from "./contract-catalog.js";
@@ -18,6 +19,9 @@ commands
             [--tool search_sources] [--valid '<arguments JSON>'] [--runs 7] [--run-ms 400]
   publish   publish every contract to the catalog stream
             --nats <url> [--stream TOOLGATE_CONTRACTS] [--prefix toolgate.contracts]
+  import    turn a provider's tool list into draft contract files and print what the linter wants completed
+            --provider <openai-chat|openai-responses|anthropic|gemini|mcp> <tools.json> --out <dir> [--force]
+            (runs toolgate-import from @toolgate/providers)
 
 sources
   --module <file.js>   a built module whose exports are contracts, lists of contracts, or a tool set
@@ -28,6 +32,7 @@ sources
 const C04_ARGUMENTS = { query: "OpenAI Agents SDK state management official documentation", source_type: "official", limit: 3 };
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "import") return delegateImport(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -184,6 +189,21 @@ async function publish(sources: readonly SourcedContract[], url: string | undefi
   } finally {
     await nc.close();
   }
+}
+
+/**
+ * `import` is the bin of @toolgate/providers, which knows the provider dialects and depends on this package (the
+ * other way round would be a cycle): it is run from the PATH with the same arguments.
+ */
+function delegateImport(args: readonly string[]): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn("toolgate-import", args, { stdio: "inherit" });
+    child.on("error", (error: NodeJS.ErrnoException) => {
+      console.error(error.code === "ENOENT" ? "import needs toolgate-import (from @toolgate/providers) on the PATH; `pnpm exec` puts it there" : error.message);
+      resolve(2);
+    });
+    child.on("exit", (code, signal) => resolve(code ?? (signal === null ? 2 : 1)));
+  });
 }
 
 /** The NATS client is loaded only by `publish`, so linting and benchmarks need no NATS package. */

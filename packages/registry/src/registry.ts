@@ -129,42 +129,69 @@ export class ContractCompiler {
  */
 export class ToolRegistry {
   readonly #byName = new Map<string, Entry>();
+  readonly #byAlias = new Map<string, Entry>();
   readonly #byHash = new Map<string, Entry>();
 
-  private constructor(current: readonly Entry[], retained: readonly Entry[]) {
+  private constructor(current: readonly Entry[], retained: readonly Entry[], aliasClash: "throw" | "drop") {
     for (const entry of current) {
       if (this.#byName.has(entry.contract.name)) throw new ContractError(`duplicate tool name ${entry.contract.name}`);
       this.#byName.set(entry.contract.name, entry);
       this.#byHash.set(entry.hash, entry);
     }
+    // An alias that could mean two tools, or another tool's own name, would let a call reach the wrong one: it
+    // names no tool (a name always wins), or refuses the whole set when the caller asked for that.
+    const ambiguous = new Set<string>();
+    for (const entry of current) {
+      for (const alias of entry.contract.aliases) {
+        if (alias === entry.contract.name) continue;
+        const other = this.#byName.get(alias) ?? this.#byAlias.get(alias);
+        if (other !== undefined && other !== entry) {
+          if (aliasClash === "throw") {
+            throw new ContractError(`the alias ${JSON.stringify(alias.slice(0, 64))} of ${entry.contract.name} is also a name of ${other.contract.name}`);
+          }
+          ambiguous.add(alias);
+        }
+        this.#byAlias.set(alias, entry);
+      }
+    }
+    for (const alias of ambiguous) this.#byAlias.delete(alias);
     for (const entry of retained) this.#byHash.set(entry.hash, entry);
   }
 
   /**
    * Builds a registry from contracts (one per name) and, optionally, older versions kept addressable by hash.
-   * Throws {@link ContractError} when a contract or its schemas are invalid or a name repeats.
+   * Throws {@link ContractError} when a contract or its schemas are invalid, a name repeats, or an alias is
+   * another tool's name or alias.
    */
   static from(contracts: readonly ToolContractInput[], options: { retained?: readonly ToolContractInput[]; compiler?: ContractCompiler } = {}): ToolRegistry {
     const compiler = options.compiler ?? new ContractCompiler();
     return new ToolRegistry(
       contracts.map((c) => compiler.compile(c) as Entry),
       (options.retained ?? []).map((c) => compiler.compile(c) as Entry),
+      "throw",
     );
   }
 
-  /** Builds a registry from tools a {@link ContractCompiler} compiled; throws {@link ContractError} for anything else. */
+  /**
+   * Builds a registry from tools a {@link ContractCompiler} compiled (the catalog's path); throws
+   * {@link ContractError} for anything else. One published contract cannot stop every later snapshot: an alias
+   * that is another tool's name or alias resolves to no tool instead of failing the build.
+   */
   static fromCompiled(current: readonly CompiledTool[], retained: readonly CompiledTool[] = []): ToolRegistry {
     const entries = (tools: readonly CompiledTool[]) =>
       tools.map((tool) => {
         if (!compiledEntries.has(tool)) throw new ContractError(`${tool.ref.name}@${tool.hash} was not compiled by a ContractCompiler`);
         return tool as Entry;
       });
-    return new ToolRegistry(entries(current), entries(retained));
+    return new ToolRegistry(entries(current), entries(retained), "drop");
   }
 
-  /** The current version of the tool called `name`, if registered. */
+  /**
+   * The current version of the tool called `name`, or of the tool that has `name` as an alias (the name it had
+   * where it was imported from). The tool's own `contract.name` is the name to record and authorize.
+   */
   get(name: string): CompiledTool | undefined {
-    return this.#byName.get(name);
+    return this.#byName.get(name) ?? this.#byAlias.get(name);
   }
 
   /** Any version this registry holds, current or retained, by content hash. */

@@ -3,7 +3,10 @@ import { observationText, type Provenance } from "@toolgate/providers";
 import type { ToolRegistry } from "@toolgate/registry";
 import type { CallResultRecord, RunRecord } from "./run-store.js";
 
-/** Where a result came from, as the model is told: tool, contract version, whether its content is untrusted. */
+/**
+ * Where a result came from, as the model is told: tool (as the model named it), contract version, whether its
+ * content is untrusted. A name the model used is looked up as the registry resolves it, aliases included.
+ */
 export function provenanceOf(tool: string, registry: ToolRegistry): Provenance {
   const compiled = registry.get(tool);
   // A tool the registry no longer knows is treated as untrusted: nothing vouches for its output.
@@ -25,6 +28,7 @@ export function transcriptOf(run: RunRecord, results: readonly CallResultRecord[
       items.push({
         role: "tool",
         call_id: r.provider_call_id,
+        // The name the model called, an alias included: providers that answer by name (Gemini) answer under it.
         name: r.tool_name,
         result: r.result,
         content: observationText(r.result, provenanceOf(r.tool_name, registry)),
