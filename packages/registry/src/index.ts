@@ -26,6 +26,7 @@ export { REDACTED, writes, resourceKeys, type ResourceRef, type KeyFacts } from 
 export { parseStrictJson, type StrictJsonLimits, type StrictJsonError, type StrictJsonResult } from "./strict-json.js";
 export { walkSchema, valueBounds, type JsonSchema, type ValueBounds } from "./schema-walk.js";
 export { lintContract, lintContracts, LINT_RULES, type LintRule, type LintFinding, type LintReport } from "./contract-lint.js";
+export { poisonFindings, POISON_RULES, type PoisonRule, type PoisonFinding } from "./poison-rules.js";
 export { parseContractDocument, loadContractFiles, loadContractModule, type SourcedContract } from "./contract-files.js";
 export {
   ContractCatalog,
