@@ -36,5 +36,10 @@ export {
   type CatalogChange,
   type CatalogRejection,
   type PublishOutcome,
+  type QuarantineReason,
+  type QuarantineRequest,
+  type QuarantineEntry,
+  type ApproveOutcome,
 } from "./contract-catalog.js";
+export { mcpDefinitionHash, definitionHashOf, type McpToolDefinition } from "./definition-hash.js";
 export { benchmarkValidation, type ValidationCase, type ValidationMeasurement, type ValidationBenchmarkOptions } from "./bench-validation.js";
