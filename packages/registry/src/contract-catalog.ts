@@ -191,6 +191,14 @@ export class ContractCatalog {
     return this.#registry;
   }
 
+  /** Every loaded version of the tool called `name`, quarantined or not, lowest semantic version first. */
+  versionsOf(name: string): CompiledTool[] {
+    return [...this.#versions.values()]
+      .filter((v) => v.tool.ref.name === name)
+      .sort((a, b) => (newer(a, b) ? 1 : -1))
+      .map((v) => v.tool);
+  }
+
   /** What may be offered to a model: the current version of every enabled tool, never a quarantined one. */
   offeredTools(): CompiledTool[] {
     return this.#registry.list().filter((tool) => tool.contract.enabled && !this.isQuarantined(tool.hash));

@@ -28,6 +28,7 @@ sources
 const C04_ARGUMENTS = { query: "OpenAI Agents SDK state management official documentation", source_type: "official", limit: 3 };
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "quarantine") return (await import("./quarantine-cli.js")).quarantineCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

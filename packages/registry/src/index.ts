@@ -41,5 +41,6 @@ export {
   type QuarantineEntry,
   type ApproveOutcome,
 } from "./contract-catalog.js";
+export { admitDefinitions, type Admission, type AdmissionCatalog } from "./quarantine.js";
 export { mcpDefinitionHash, definitionHashOf, type McpToolDefinition } from "./definition-hash.js";
 export { benchmarkValidation, type ValidationCase, type ValidationMeasurement, type ValidationBenchmarkOptions } from "./bench-validation.js";
