@@ -108,7 +108,7 @@ describe("a poisoned MCP tool definition", () => {
     const listed = await run(process.execPath, [CLI, "quarantine", "list", ...catalogArgs()]);
     expect(listed.stdout).toContain(`${POISONED}@1.0.0  ${poisoned.definition_hash}  QUARANTINED  (mcp:shop)`);
     expect(listed.stdout).toContain("poison-instruction");
-    expect(listed.stdout).not.toMatch(/[\u200b\u200c\u200d\u2060]/u);
+    expect(listed.stdout).not.toMatch(/\p{Cf}/u);
     const wrong = await run(process.execPath, [CLI, "quarantine", "approve", POISONED, `sha256:${"0".repeat(64)}`, "--by", "carol", ...catalogArgs()]).catch(
       (error: { code: number; stderr: string }) => error,
     );
