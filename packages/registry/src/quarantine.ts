@@ -49,17 +49,26 @@ async function admitOne(catalog: AdmissionCatalog, draft: ToolContractInput, sou
   const earlier = catalog.versionsOf(parsed.data.name);
   // The same definition under an existing version's number is what is stored already.
   const same = earlier.find((tool) => definitionHashOf(ToolContractSchema.parse({ ...draft, version: tool.ref.version })) === definitionHashOf(tool.contract));
+  const latest = earlier.at(-1);
   if (same) {
+    // A higher version held back withholds the tool, whichever older definition the server presents again.
+    const withheldBy = latest !== undefined && latest !== same && catalog.isQuarantined(latest.hash) ? latest : undefined;
+    if (withheldBy) {
+      reasons.push({
+        rule: "definition-changed",
+        pointer: "",
+        message: `${withheldBy.ref.name}@${withheldBy.ref.version} (${definitionHashOf(withheldBy.contract)}) is quarantined: the tool is withheld until a definition is approved`,
+      });
+    }
     return {
       name,
-      status: catalog.isQuarantined(same.hash) ? "quarantined" : "offered",
+      status: catalog.isQuarantined(same.hash) || withheldBy ? "quarantined" : "offered",
       ref: same.ref,
       definition_hash: definitionHashOf(same.contract),
       created: false,
       reasons,
     };
   }
-  const latest = earlier.at(-1);
   const version = latest === undefined ? parsed.data.version : nextMinor(latest.ref.version);
   if (latest !== undefined) {
     reasons.push({
