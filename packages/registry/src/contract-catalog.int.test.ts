@@ -163,3 +163,100 @@ describe("ContractCatalog on a real JetStream server", () => {
     }
   });
 });
+
+describe("ContractCatalog quarantine on a real JetStream server", () => {
+  const pin = (n: number) => `sha256:${String(n).repeat(64).slice(0, 64)}`;
+  const mcpVersion = (version: string, definitionHash: string): ToolContractInput => ({
+    ...v1,
+    name: "files_search",
+    version,
+    transport: { kind: "mcp", server: "files", tool: "search", definition_hash: definitionHash },
+  });
+  const reasons = [{ rule: "poison-instruction", pointer: "/description", message: "reads as an instruction" }];
+  const offered = (catalog: ContractCatalog) => catalog.offeredTools().map((t) => `${t.ref.name}@${t.ref.version}`);
+
+  it("holds a quarantined version back on every replica until exactly its definition hash is approved, and again after a change", async () => {
+    const options = { ...names(), resyncIntervalMs: 0 };
+    const publisher = await ContractCatalog.connect(nc, options);
+    const otherConnection = await connect({ servers: natsUrl(), name: "catalog-replica" });
+    const replica = await ContractCatalog.connect(otherConnection, options);
+    try {
+      await publisher.publish(v1);
+      const clean = await publisher.publish(mcpVersion("1.0.0", pin(1)));
+      if (!clean.ok) throw new Error(clean.message);
+      await replica.refresh();
+      expect(offered(replica)).toEqual(["files_search@1.0.0", "search_sources@1.0.0"]);
+
+      // A changed definition, flagged: neither offered nor reachable by name anywhere, but kept addressable by hash.
+      const held = nextChange(replica, (c) => c.ref.version === "1.1.0");
+      const poisoned = await publisher.publish(mcpVersion("1.1.0", pin(2)), { reasons, source: "mcp:files" });
+      if (!poisoned.ok) throw new Error(poisoned.message);
+      expect(await held).toEqual({ ref: poisoned.ref, current: false, quarantined: true });
+      for (const catalog of [publisher, replica]) {
+        expect(catalog.isQuarantined(poisoned.ref.hash)).toBe(true);
+        expect(catalog.isQuarantined(clean.ref.hash)).toBe(false);
+        expect(offered(catalog)).toEqual(["search_sources@1.0.0"]);
+        expect(catalog.registry().get("files_search")).toBeUndefined();
+        expect(catalog.registry().getByHash(poisoned.ref.hash)?.ref).toEqual(poisoned.ref);
+        expect(catalog.quarantined()).toEqual([
+          { ref: poisoned.ref, definition_hash: pin(2), reasons, source: "mcp:files", quarantined_at: expect.any(String) },
+        ]);
+      }
+      // Publishing the same quarantined content again changes nothing.
+      expect(await publisher.publish(mcpVersion("1.1.0", pin(2)), { reasons })).toMatchObject({ ok: true, created: false });
+
+      // Approving another hash releases nothing; the exact hash releases it everywhere.
+      expect(await publisher.approveDefinition("files_search", pin(1), "carol")).toMatchObject({ ok: false, code: "NOT_QUARANTINED" });
+      expect(await publisher.approveDefinition("other_tool", pin(2), "carol")).toMatchObject({ ok: false, code: "NOT_QUARANTINED" });
+      expect(offered(replica)).toEqual(["search_sources@1.0.0"]);
+      const released = nextChange(replica, (c) => c.released === true);
+      expect(await publisher.approveDefinition("files_search", pin(2), "carol")).toEqual({ ok: true, created: true, released: [poisoned.ref] });
+      expect(await released).toEqual({ ref: poisoned.ref, current: true, released: true });
+      for (const catalog of [publisher, replica]) {
+        expect(catalog.isQuarantined(poisoned.ref.hash)).toBe(false);
+        expect(offered(catalog)).toEqual(["files_search@1.1.0", "search_sources@1.0.0"]);
+        expect(catalog.quarantined()[0]!.approval).toEqual({ approved_by: "carol", approved_at: expect.any(String) });
+      }
+      expect(await publisher.approveDefinition("files_search", pin(2), "carol")).toMatchObject({ ok: true, created: false });
+
+      // The server changes the definition again (a rug pull): the approval of the old hash does not cover it.
+      const rugPull = await publisher.publish(mcpVersion("1.2.0", pin(3)), { reasons });
+      if (!rugPull.ok) throw new Error(rugPull.message);
+      await replica.refresh();
+      for (const catalog of [publisher, replica]) {
+        expect(catalog.isQuarantined(rugPull.ref.hash)).toBe(true);
+        expect(offered(catalog)).toEqual(["search_sources@1.0.0"]);
+      }
+
+      // A replica started later rebuilds the same state from the stream alone.
+      const late = await ContractCatalog.connect(nc, options);
+      late.close();
+      expect(offered(late)).toEqual(["search_sources@1.0.0"]);
+      expect(late.quarantined().map((q) => [q.ref.version, q.approval !== undefined])).toEqual([
+        ["1.1.0", true],
+        ["1.2.0", false],
+      ]);
+    } finally {
+      publisher.close();
+      replica.close();
+      await otherConnection.close();
+      await dropStream(options.stream);
+    }
+  });
+
+  it("refuses quarantine records and approvals whose subject does not match their content", async () => {
+    const options = { ...names(), resyncIntervalMs: 0 };
+    const rejections: CatalogRejection[] = [];
+    const catalog = await ContractCatalog.connect(nc, { ...options, onRejected: (r) => rejections.push(r) });
+    try {
+      const forged = { kind: "approval", tool: "files_search", definition_hash: pin(2), approved_by: "mallory", at: new Date().toISOString() };
+      await nc.request(`${options.subjectPrefix}.approval.files_search.${"9".repeat(64)}`, JSON.stringify(forged), { timeout: 5_000 });
+      await nc.request(`${options.subjectPrefix}.release.files_search.${"2".repeat(64)}`, JSON.stringify(forged), { timeout: 5_000 });
+      await catalog.refresh();
+      expect(rejections.map((r) => r.reason)).toEqual(["not an approval of the definition its subject names", expect.stringMatching(/^subject is not/)]);
+    } finally {
+      catalog.close();
+      await dropStream(options.stream);
+    }
+  });
+});

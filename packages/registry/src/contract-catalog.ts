@@ -1,5 +1,7 @@
-import { canonicalJson, sha256, type ToolRef } from "@toolgate/contracts";
+import { canonicalJson, HashSchema, sha256, type ToolRef } from "@toolgate/contracts";
+import { z } from "zod";
 import { ToolContractSchema, type ToolContractInput } from "./contract.js";
+import { definitionHashOf } from "./definition-hash.js";
 import { ContractCompiler, ContractError, ToolRegistry, type CompiledTool } from "./registry.js";
 import { parseStrictJson } from "./strict-json.js";
 
@@ -34,16 +36,71 @@ export interface CatalogRejection {
   reason: string;
 }
 
-/** A contract version the catalog learned about; `current` when it became the tool's current version. */
+/**
+ * A contract version the catalog learned about; `current` when it became the tool's current version in
+ * {@link ContractCatalog.registry}. `quarantined` when it is held back until its definition is approved (the tool
+ * then has no current version); `released` when an approval just made it current.
+ */
 export interface CatalogChange {
   ref: ToolRef;
   current: boolean;
   /** The version it replaced as current, if any. */
   previous?: ToolRef;
+  quarantined?: true;
+  released?: true;
 }
 
 /** Outcome of {@link ContractCatalog.publish}. */
 export type PublishOutcome = { ok: true; ref: ToolRef; created: boolean } | { ok: false; code: "INVALID_CONTRACT" | "VERSION_CONFLICT"; message: string };
+
+/** Why a definition is quarantined: a linter finding (rule, JSON pointer into the contract, message). */
+export interface QuarantineReason {
+  rule: string;
+  pointer: string;
+  message: string;
+}
+
+/** Asks {@link ContractCatalog.publish} to store the version as quarantined, with the reasons. */
+export interface QuarantineRequest {
+  reasons: readonly QuarantineReason[];
+  /** Where the definition came from (e.g. `mcp:files`), for the people who review it. */
+  source?: string;
+}
+
+/** One quarantined contract version, as {@link ContractCatalog.quarantined} lists it. */
+export interface QuarantineEntry {
+  ref: ToolRef;
+  /** The hash an approval must name (see `definitionHashOf`). */
+  definition_hash: string;
+  reasons: QuarantineReason[];
+  source?: string;
+  quarantined_at: string;
+  /** Present once someone approved exactly this definition: the version is no longer held back. */
+  approval?: { approved_by: string; approved_at: string };
+}
+
+/** Outcome of {@link ContractCatalog.approveDefinition}. `released` lists the versions the approval lets through. */
+export type ApproveOutcome = { ok: true; created: boolean; released: ToolRef[] } | { ok: false; code: "NOT_QUARANTINED"; message: string };
+
+const ReasonSchema = z.object({ rule: z.string().max(64), pointer: z.string().max(1_024), message: z.string().max(2_048) });
+const QuarantineRecordSchema = z.object({
+  kind: z.literal("quarantine"),
+  tool: z.string(),
+  hash: HashSchema,
+  definition_hash: HashSchema,
+  reasons: z.array(ReasonSchema).max(100),
+  source: z.string().max(256).optional(),
+  at: z.string().max(64),
+});
+const ApprovalRecordSchema = z.object({
+  kind: z.literal("approval"),
+  tool: z.string(),
+  definition_hash: HashSchema,
+  approved_by: z.string().min(1).max(256),
+  at: z.string().max(64),
+});
+type QuarantineRecord = z.infer<typeof QuarantineRecordSchema>;
+type ApprovalRecord = z.infer<typeof ApprovalRecordSchema>;
 
 /** The catalog's server could not be reached or answered with an error. Retryable: the caller may try again. */
 export class CatalogError extends Error {
@@ -69,6 +126,10 @@ const SEMVER = /^(\d+)\.(\d+)\.(\d+)$/;
  * version of a tool is its highest published semantic version, and in which every older version stays
  * addressable by hash, so a call validated against hash H is checked and executed against exactly H.
  * New versions reach every replica through a subscription, without a restart.
+ *
+ * A version published as quarantined (an untrusted definition the linter flagged) is stored with its reasons but
+ * held back: it is never a current version, so no model is offered it and no call reaches it by name, until
+ * someone approves exactly its definition hash. Quarantine records and approvals live in the same stream.
  */
 export class ContractCatalog {
   readonly #nc: CatalogConnection;
@@ -82,6 +143,10 @@ export class ContractCatalog {
   /** Current version per tool name. */
   readonly #current = new Map<string, StoredVersion>();
   readonly #listeners = new Set<(change: CatalogChange) => void>();
+  /** Quarantine records by the contract hash they hold back. */
+  readonly #quarantines = new Map<string, QuarantineRecord>();
+  /** Approvals by `<tool> <definition hash>`. */
+  readonly #approvals = new Map<string, ApprovalRecord>();
   /** Changes loaded by the running read, announced once the registry holds them. */
   readonly #pendingChanges: CatalogChange[] = [];
   #registry: ToolRegistry = ToolRegistry.fromCompiled([]);
@@ -118,9 +183,63 @@ export class ContractCatalog {
     return catalog;
   }
 
-  /** The current registry: the highest version of each tool (enabled or not) by name, every other version by hash. */
+  /**
+   * The current registry: the highest version of each tool (enabled or not) by name, every other version by hash.
+   * A tool whose highest version is quarantined has no current version until that version is approved.
+   */
   registry(): ToolRegistry {
     return this.#registry;
+  }
+
+  /** Every loaded version of the tool called `name`, quarantined or not, lowest semantic version first. */
+  versionsOf(name: string): CompiledTool[] {
+    return [...this.#versions.values()]
+      .filter((v) => v.tool.ref.name === name)
+      .sort((a, b) => (newer(a, b) ? 1 : -1))
+      .map((v) => v.tool);
+  }
+
+  /** What may be offered to a model: the current version of every enabled tool, never a quarantined one. */
+  offeredTools(): CompiledTool[] {
+    return this.#registry.list().filter((tool) => tool.contract.enabled && !this.isQuarantined(tool.hash));
+  }
+
+  /** Whether the version with this content hash is held back: quarantined and its definition not approved. */
+  isQuarantined(hash: string): boolean {
+    const record = this.#quarantines.get(hash);
+    return record !== undefined && !this.#approvals.has(approvalKey(record.tool, record.definition_hash));
+  }
+
+  /** Every version ever quarantined, approved or not, oldest first. */
+  quarantined(): QuarantineEntry[] {
+    return [...this.#quarantines.values()].map((record) => {
+      const tool = this.#versions.get(record.hash)?.tool;
+      const approval = this.#approvals.get(approvalKey(record.tool, record.definition_hash));
+      return {
+        ref: tool?.ref ?? { name: record.tool, version: "?", hash: record.hash },
+        definition_hash: record.definition_hash,
+        reasons: record.reasons,
+        ...(record.source !== undefined ? { source: record.source } : {}),
+        quarantined_at: record.at,
+        ...(approval ? { approval: { approved_by: approval.approved_by, approved_at: approval.at } } : {}),
+      };
+    });
+  }
+
+  /**
+   * Approves one definition of one tool: every quarantined version of `name` whose definition hash is exactly
+   * `definitionHash` is released, on every replica. Any other definition (a changed one) stays or becomes
+   * quarantined. NOT_QUARANTINED when no such version is held back. Throws {@link CatalogError} as `publish` does.
+   */
+  async approveDefinition(name: string, definitionHash: string, approvedBy: string): Promise<ApproveOutcome> {
+    await this.refresh();
+    const held = [...this.#quarantines.values()].filter((r) => r.tool === name && r.definition_hash === definitionHash);
+    if (held.length === 0) return { ok: false, code: "NOT_QUARANTINED", message: `no version of ${name} with definition ${definitionHash} is quarantined` };
+    const released = held.map((r) => this.#versions.get(r.hash)?.tool.ref).filter((ref): ref is ToolRef => ref !== undefined);
+    if (this.#approvals.has(approvalKey(name, definitionHash))) return { ok: true, created: false, released };
+    const record: ApprovalRecord = { kind: "approval", tool: name, definition_hash: definitionHash, approved_by: approvedBy, at: new Date().toISOString() };
+    await this.#store(`${this.#prefix}.approval.${name}.${hexOf(definitionHash)}`, JSON.stringify(record), `the approval of ${name}`);
+    return { ok: true, created: true, released };
   }
 
   /** The version with this content hash, if this replica has loaded it. */
@@ -145,9 +264,11 @@ export class ContractCatalog {
   /**
    * Publishes a contract version. Publishing the same content again is a no-op (`created: false`); a name and
    * version already published with different content is VERSION_CONFLICT (publish a new version instead).
-   * Resolves once this replica has loaded it. Throws {@link CatalogError} when the server does not store it.
+   * With `quarantine`, the version is stored as quarantined (its record is written before the contract, so no
+   * replica ever sees it unquarantined). Resolves once this replica has loaded it. Throws {@link CatalogError}
+   * when the server does not store it.
    */
-  async publish(input: ToolContractInput): Promise<PublishOutcome> {
+  async publish(input: ToolContractInput, quarantine?: QuarantineRequest): Promise<PublishOutcome> {
     let tool: CompiledTool;
     try {
       tool = this.#compiler.compile(input);
@@ -155,8 +276,11 @@ export class ContractCatalog {
       return { ok: false, code: "INVALID_CONTRACT", message: (error as Error).message };
     }
     await this.refresh();
-    if (this.#versions.has(tool.hash)) return { ok: true, ref: tool.ref, created: false };
-    const clash = [...this.#versions.values()].find((v) => v.tool.ref.name === tool.ref.name && v.tool.ref.version === tool.ref.version);
+    const quarantineFirst = quarantine !== undefined && !this.#quarantines.has(tool.hash);
+    if (this.#versions.has(tool.hash) && !quarantineFirst) return { ok: true, ref: tool.ref, created: false };
+    const clash = [...this.#versions.values()].find(
+      (v) => v.tool.ref.name === tool.ref.name && v.tool.ref.version === tool.ref.version && v.tool.hash !== tool.hash,
+    );
     if (clash) {
       return {
         ok: false,
@@ -164,15 +288,34 @@ export class ContractCatalog {
         message: `${tool.ref.name}@${tool.ref.version} was already published with different content (${clash.tool.hash}); publish a new version`,
       };
     }
-    const document = canonicalJson(tool.contract);
-    const ack = await this.#json(`${this.#prefix}.${tool.ref.name}.${hexOf(sha256(document))}`, document);
-    if (typeof ack.seq !== "number")
-      throw new CatalogError(`the stream did not store ${tool.ref.name}@${tool.ref.version}: ${JSON.stringify(ack).slice(0, 300)}`);
-    while (this.#lastSeq < ack.seq) {
-      if ((await this.refresh()) === 0 && this.#lastSeq < ack.seq)
-        throw new CatalogError(`stored ${tool.ref.name}@${tool.ref.version} at ${ack.seq} but could not read it back`);
+    const what = `${tool.ref.name}@${tool.ref.version}`;
+    if (quarantineFirst) {
+      const record: QuarantineRecord = {
+        kind: "quarantine",
+        tool: tool.ref.name,
+        hash: tool.hash,
+        definition_hash: definitionHashOf(tool.contract),
+        reasons: quarantine.reasons
+          .slice(0, 100)
+          .map((r) => ({ rule: r.rule.slice(0, 64), pointer: r.pointer.slice(0, 1_024), message: r.message.slice(0, 2_048) })),
+        ...(quarantine.source !== undefined ? { source: quarantine.source.slice(0, 256) } : {}),
+        at: new Date().toISOString(),
+      };
+      await this.#store(`${this.#prefix}.quarantine.${tool.ref.name}.${hexOf(tool.hash)}`, JSON.stringify(record), `the quarantine of ${what}`);
+      if (this.#versions.has(tool.hash)) return { ok: true, ref: tool.ref, created: false };
     }
+    const document = canonicalJson(tool.contract);
+    await this.#store(`${this.#prefix}.${tool.ref.name}.${hexOf(sha256(document))}`, document, what);
     return { ok: true, ref: tool.ref, created: true };
+  }
+
+  /** Stores one entry and resolves once this replica has read it back. */
+  async #store(subject: string, payload: string, what: string): Promise<void> {
+    const ack = await this.#json(subject, payload);
+    if (typeof ack.seq !== "number") throw new CatalogError(`the stream did not store ${what}: ${JSON.stringify(ack).slice(0, 300)}`);
+    while (this.#lastSeq < ack.seq) {
+      if ((await this.refresh()) === 0 && this.#lastSeq < ack.seq) throw new CatalogError(`stored ${what} at ${ack.seq} but could not read it back`);
+    }
   }
 
   /**
@@ -240,6 +383,7 @@ export class ContractCatalog {
   #load(subject: string, seq: number, text: string): void {
     const reject = (reason: string) => this.#onRejected({ subject, seq, reason });
     const tokens = subject.slice(this.#prefix.length + 1).split(".");
+    if (tokens.length === 3) return this.#loadRecord(tokens, text, reject);
     const [name, hex] = tokens;
     if (tokens.length !== 2 || name === undefined || hex === undefined) return reject("subject is not <prefix>.<name>.<hash>");
     const parsed = parseStrictJson(text, { maxDepth: 64 });
@@ -263,13 +407,53 @@ export class ContractCatalog {
     const stored = { tool, seq };
     this.#versions.set(tool.hash, stored);
     const previous = this.#current.get(name);
-    const current = previous === undefined || newer(stored, previous);
-    if (current) this.#current.set(name, stored);
-    this.#pendingChanges.push({ ref: tool.ref, current, ...(current && previous ? { previous: previous.tool.ref } : {}) });
+    const highest = previous === undefined || newer(stored, previous);
+    if (highest) this.#current.set(name, stored);
+    if (this.isQuarantined(tool.hash)) this.#pendingChanges.push({ ref: tool.ref, current: false, quarantined: true });
+    else {
+      const shown = previous && !this.isQuarantined(previous.tool.hash) ? previous.tool.ref : undefined;
+      this.#pendingChanges.push({ ref: tool.ref, current: highest, ...(highest && shown ? { previous: shown } : {}) });
+    }
+  }
+
+  /** A quarantine record (`<prefix>.quarantine.<name>.<contract hash>`) or an approval (`<prefix>.approval.<name>.<definition hash>`). */
+  #loadRecord(tokens: readonly string[], text: string, reject: (reason: string) => void): void {
+    const [kind, name, hex] = tokens as [string, string, string];
+    const parsed = parseStrictJson(text, { maxDepth: 8 });
+    if (!parsed.ok) return reject(`not JSON: ${parsed.error.message}`);
+    if (kind === "quarantine") {
+      const record = QuarantineRecordSchema.safeParse(parsed.value);
+      if (!record.success || record.data.tool !== name || hexOf(record.data.hash) !== hex)
+        return reject("not a quarantine record of the version its subject names");
+      const wasHeld = this.isQuarantined(record.data.hash);
+      this.#quarantines.set(record.data.hash, record.data);
+      const loaded = this.#versions.get(record.data.hash);
+      if (loaded && !wasHeld && this.isQuarantined(loaded.tool.hash)) this.#pendingChanges.push({ ref: loaded.tool.ref, current: false, quarantined: true });
+      return;
+    }
+    if (kind === "approval") {
+      const record = ApprovalRecordSchema.safeParse(parsed.value);
+      if (!record.success || record.data.tool !== name || hexOf(record.data.definition_hash) !== hex)
+        return reject("not an approval of the definition its subject names");
+      const key = approvalKey(name, record.data.definition_hash);
+      const first = !this.#approvals.has(key);
+      this.#approvals.set(key, record.data);
+      if (!first) return;
+      for (const held of this.#quarantines.values()) {
+        if (held.tool !== name || held.definition_hash !== record.data.definition_hash) continue;
+        const loaded = this.#versions.get(held.hash);
+        if (loaded) this.#pendingChanges.push({ ref: loaded.tool.ref, current: this.#current.get(name) === loaded, released: true });
+      }
+      return;
+    }
+    reject("subject is not <prefix>.<name>.<hash>, <prefix>.quarantine.<name>.<hash> or <prefix>.approval.<name>.<hash>");
   }
 
   #snapshot(): ToolRegistry {
-    const current = [...this.#current.values()].map((v) => v.tool).sort((a, b) => a.ref.name.localeCompare(b.ref.name));
+    const current = [...this.#current.values()]
+      .map((v) => v.tool)
+      .filter((t) => !this.isQuarantined(t.hash))
+      .sort((a, b) => a.ref.name.localeCompare(b.ref.name));
     const currentHashes = new Set(current.map((t) => t.hash));
     const retained = [...this.#versions.values()].map((v) => v.tool).filter((t) => !currentHashes.has(t.hash));
     return ToolRegistry.fromCompiled(current, retained);
@@ -335,6 +519,10 @@ export class ContractCatalog {
 function isApiError(reply: Record<string, unknown>): reply is { error: { code: number; err_code: number; description: string } } {
   const error = reply.error as { code?: unknown } | undefined;
   return typeof error === "object" && error !== null && typeof error.code === "number";
+}
+
+function approvalKey(tool: string, definitionHash: string): string {
+  return `${tool} ${definitionHash}`;
 }
 
 function hexOf(hash: string): string {

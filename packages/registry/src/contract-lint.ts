@@ -1,6 +1,8 @@
 import { contractHash, ToolContractSchema, type ToolContract } from "./contract.js";
 import { ContractCompiler, ContractError } from "./registry.js";
+import { POISON_RULES, poisonFindings } from "./poison-rules.js";
 import { acceptedTypes, isOpenObject, isSchemaObject, NARROWING_APPLICATORS, stringMaxLength, valueBounds, walkSchema } from "./schema-walk.js";
+import { writes } from "./tool-semantics.js";
 
 /** The rules of {@link lintContract}. Each finding names one; CI fails on any finding of severity `error`. */
 export const LINT_RULES = {
@@ -11,6 +13,8 @@ export const LINT_RULES = {
   "description-when": "the description does not say when to use the tool",
   "description-when-not": "the description does not say when not to use it (or what to use instead)",
   "object-not-closed": "an object schema lets unknown properties through: set additionalProperties: false",
+  "open-object-consequential":
+    "additionalProperties: true on a tool that writes, is consequential or runs outside the executor (MCP, HTTP): unknown fields would reach it",
   "string-unbounded": "a string schema has no maxLength (or enum, const, or an anchored pattern of bounded length)",
   "array-unbounded": "an array schema has no maxItems",
   "nesting-unbounded": "the schema admits values of unbounded depth ($ref recursion or an open value)",
@@ -21,6 +25,7 @@ export const LINT_RULES = {
   "pointer-unknown": "a sensitive or resource pointer names no property of the input schema",
   "status-check-missing": "a keyed write has no status_check to reconcile an unknown outcome",
   "duplicate-name": "another contract in the same set has this name and version with different content",
+  ...POISON_RULES,
 } as const;
 
 export type LintRule = keyof typeof LINT_RULES;
@@ -77,7 +82,8 @@ const USE_WHEN_NOT = [
 /**
  * Checks one contract against the seeds' rules for what a model may be offered: a stable machine name, a
  * description that says when to use the tool and when not, closed objects, bounded strings, arrays and
- * nesting, idempotency for writes and approval for consequential tools. Never throws.
+ * nesting, idempotency for writes and approval for consequential tools; and no poisoning anywhere in the
+ * definition (instructions to the model, invisible or bidirectional Unicode, references to credentials). Never throws.
  */
 export function lintContract(input: unknown, compiler: ContractCompiler = new ContractCompiler()): LintReport {
   const findings: LintFinding[] = [];
@@ -88,6 +94,8 @@ export function lintContract(input: unknown, compiler: ContractCompiler = new Co
   const rawName = typeof raw.name === "string" ? raw.name : undefined;
   // The name rule runs first so that a non-machine name is reported as such, not only as a schema error.
   if (rawName !== undefined) lintName(rawName, error, warning);
+  // Poisoning is looked for in what was given, valid or not: an import that does not parse is still untrusted text.
+  for (const finding of poisonFindings(input)) error(finding.rule, finding.pointer, finding.message);
   const parsed = ToolContractSchema.safeParse(input);
   if (!parsed.success) {
     for (const issue of parsed.error.issues.slice(0, 20)) {
@@ -155,8 +163,11 @@ function lintDescription(description: string, error: Emit): void {
 
 function lintInputSchema(contract: ToolContract, error: Emit, warning: Emit): void {
   const schema = contract.input_schema;
+  const consequential = writes(contract) || contract.risk === "high" || contract.transport.kind !== "in_process";
   walkSchema(schema, (sub, pointer, via) => {
     const at = `/input_schema${pointer}`;
+    // Extra properties allowed on purpose on a consequential tool: reported once, at the object that allows them.
+    if (consequential && via === "additionalProperties" && (sub === true || (isSchemaObject(sub) && Object.keys(sub).length === 0))) return;
     if (sub === true) {
       error("object-not-closed", at, "a `true` schema accepts any value, including open objects");
       return;
@@ -165,7 +176,8 @@ function lintInputSchema(contract: ToolContract, error: Emit, warning: Emit): vo
     // A subschema that only narrows a value described at the same place (an allOf branch without a type) adds no new values.
     if (via !== undefined && NARROWING_APPLICATORS.has(via) && !("type" in sub)) return;
     const types = acceptedTypes(sub);
-    if (types.has("object") && isOpenObject(sub)) error("object-not-closed", at);
+    if (consequential && types.has("object") && allowsExtraOnPurpose(sub)) error("open-object-consequential", `${at}/additionalProperties`);
+    else if (types.has("object") && isOpenObject(sub)) error("object-not-closed", at);
     if (types.has("string") && !Number.isFinite(stringMaxLength(sub))) error("string-unbounded", at);
     if (types.has("array") && typeof sub.maxItems !== "number" && sub.items !== false) error("array-unbounded", at);
     if (isSchemaObject(sub.properties)) {
@@ -189,14 +201,20 @@ function lintInputSchema(contract: ToolContract, error: Emit, warning: Emit): vo
 }
 
 function lintRuntime(contract: ToolContract, error: Emit, warning: Emit): void {
-  const writes = contract.side_effect === "write" || contract.side_effect === "external";
-  if (writes && contract.idempotency.kind === "none") error("write-without-idempotency", "/idempotency");
+  const writing = writes(contract);
+  if (writing && contract.idempotency.kind === "none") error("write-without-idempotency", "/idempotency");
   if (contract.risk === "high" && contract.approval !== "always") {
     error("consequential-without-approval", "/approval", `a high-risk tool needs approval "always" (it has "${contract.approval}")`);
-  } else if (writes && contract.risk === "medium" && contract.approval === "never") {
+  } else if (writing && contract.risk === "medium" && contract.approval === "never") {
     error("consequential-without-approval", "/approval", `a medium-risk ${contract.side_effect} tool needs approval "always" or "when_tainted"`);
   }
-  if (writes && contract.idempotency.kind === "keyed" && contract.status_check === undefined) warning("status-check-missing", "/status_check");
+  if (writing && contract.idempotency.kind === "keyed" && contract.status_check === undefined) warning("status-check-missing", "/status_check");
+}
+
+/** `additionalProperties: true` (or `{}`, which accepts anything too) written in the schema: extra fields allowed on purpose. */
+function allowsExtraOnPurpose(schema: Record<string, unknown>): boolean {
+  const extra = schema.additionalProperties;
+  return extra === true || (isSchemaObject(extra) && Object.keys(extra).length === 0);
 }
 
 /** Depth of the deepest value the schema admits; Infinity for recursion or an open container. */

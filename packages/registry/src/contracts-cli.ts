@@ -33,6 +33,7 @@ const C04_ARGUMENTS = { query: "OpenAI Agents SDK state management official docu
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === "import") return delegateImport(argv.slice(1));
+  if (argv[0] === "quarantine") return (await import("./quarantine-cli.js")).quarantineCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -26,6 +26,7 @@ export { REDACTED, writes, resourceKeys, type ResourceRef, type KeyFacts } from 
 export { parseStrictJson, type StrictJsonLimits, type StrictJsonError, type StrictJsonResult } from "./strict-json.js";
 export { walkSchema, valueBounds, type JsonSchema, type ValueBounds } from "./schema-walk.js";
 export { lintContract, lintContracts, LINT_RULES, type LintRule, type LintFinding, type LintReport } from "./contract-lint.js";
+export { poisonFindings, POISON_RULES, type PoisonRule, type PoisonFinding } from "./poison-rules.js";
 export { parseContractDocument, loadContractFiles, loadContractModule, type SourcedContract } from "./contract-files.js";
 export {
   ContractCatalog,
@@ -35,5 +36,11 @@ export {
   type CatalogChange,
   type CatalogRejection,
   type PublishOutcome,
+  type QuarantineReason,
+  type QuarantineRequest,
+  type QuarantineEntry,
+  type ApproveOutcome,
 } from "./contract-catalog.js";
+export { admitDefinitions, type Admission, type AdmissionCatalog } from "./quarantine.js";
+export { mcpDefinitionHash, definitionHashOf, type McpToolDefinition } from "./definition-hash.js";
 export { benchmarkValidation, type ValidationCase, type ValidationMeasurement, type ValidationBenchmarkOptions } from "./bench-validation.js";

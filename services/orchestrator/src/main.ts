@@ -65,13 +65,8 @@ await runService({
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
     const runWaiters = new RunWaiters({ bus: infra.bus, subjects: infra.subjects });
     const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
-    const models = modelAdapters(() =>
-      contracts
-        .registry()
-        .list()
-        .filter((t) => t.contract.enabled)
-        .map((t) => t.contract),
-    );
+    // What a model is offered: enabled tools, never a quarantined definition.
+    const models = modelAdapters(() => contracts.offeredTools().map((t) => t.contract));
     const loop = new RunLoop({
       store,
       bus: infra.bus,
