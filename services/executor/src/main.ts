@@ -50,9 +50,11 @@ await runService({
       },
       ...(config.EXECUTOR_FAULTS ? { faults: config.EXECUTOR_FAULTS } : {}),
     });
-    const http = contracts.some((c) => c.transport.kind === "http")
-      ? new HttpTransport({ endpoints: config.EXECUTOR_HTTP_ENDPOINTS, connections: config.EXECUTOR_HTTP_CONNECTIONS })
-      : undefined;
+    // Also when only the catalog brings HTTP tools later: the allow-list is what permits them.
+    const http =
+      contracts.some((c) => c.transport.kind === "http") || Object.keys(config.EXECUTOR_HTTP_ENDPOINTS).length > 0
+        ? new HttpTransport({ endpoints: config.EXECUTOR_HTTP_ENDPOINTS, connections: config.EXECUTOR_HTTP_CONNECTIONS })
+        : undefined;
     const quarantines = infra.db.collection<{ _id: string; server: string } & Quarantine>("mcp_quarantines");
     const mcp =
       contracts.some((c) => c.transport.kind === "mcp") || Object.keys(config.EXECUTOR_MCP_SERVERS).length > 0

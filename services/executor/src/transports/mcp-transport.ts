@@ -8,7 +8,7 @@ import { writes, type ToolContext, type ToolContract } from "@toolgate/registry"
 import type { Logger } from "@toolgate/telemetry";
 import type { McpServerConfig } from "../config.js";
 import type { ToolAnswer } from "../run-tool.js";
-import { mcpDefinitionHash } from "./mcp-definition.js";
+import { mcpDefinitionHash } from "@toolgate/registry";
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const RECONNECT_MIN_MS = 500;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { mcpDefinitionHash } from "./mcp-definition.js";
+import { mcpDefinitionHash } from "./definition-hash.js";
 
 const echo = {
   name: "echo",
