@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { ContractCatalog } from "@toolgate/registry";
+import { toolsetContracts, ToolsetNameSchema } from "@toolgate/toolsets";
 import { connect } from "@nats-io/transport-node";
 import { SignJWT } from "jose";
 import { REPO_ROOT, ServiceProcess, type ServiceName } from "./service-process.js";
@@ -98,11 +100,13 @@ export class Stack {
   readonly policyDir: string;
   readonly #idpKey: KeyObject;
   readonly #natsUrl: string;
+  readonly #toolsets: readonly string[];
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
 
   private constructor(options: StackOptions) {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
     this.#natsUrl = options.natsUrl;
+    this.#toolsets = options.toolsets ?? ["research"];
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
     this.policySigner = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
     const idp = generateKeyPairSync("ed25519");
@@ -128,7 +132,7 @@ export class Stack {
       MONGO_URL: options.mongoUrl,
       MONGO_DB: `${this.name}_runtime`,
       TOOLGATE_SUBJECT_PREFIX: this.name,
-      TOOLGATE_TOOLSETS: (options.toolsets ?? ["research"]).join(","),
+      TOOLGATE_TOOLSETS: this.#toolsets.join(","),
       LOG_LEVEL: options.logLevel ?? "info",
       MONGO_MAX_POOL: "8",
       ...options.extraEnv,
@@ -172,6 +176,7 @@ export class Stack {
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack(options);
     try {
+      await stack.#publishContracts();
       await stack.startService("audit");
       await stack.startService("policy");
       for (let i = 0; i < (options.executors ?? 1); i++) await stack.startService("executor", `executor-${i + 1}`);
@@ -319,6 +324,30 @@ export class Stack {
         if (busy === 0) return;
         if (Date.now() > deadline) throw new Error(`stack ${this.name} still has ${busy} events in flight after ${timeoutMs} ms`);
         await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+
+  /**
+   * Publishes the contracts of this stack's tool sets to its catalog, as a deployment's release step would
+   * (`toolgate-contracts publish`): every service knows them from its start, also in a stack whose executors
+   * the test drives itself. The executors publish the same contracts again, which changes nothing.
+   */
+  async #publishContracts(): Promise<void> {
+    const contracts = await toolsetContracts(ToolsetNameSchema.array().parse(this.#toolsets));
+    const nc = await connect({ servers: this.#natsUrl });
+    try {
+      const stem = this.name.toUpperCase().replace(/-/g, "_");
+      const catalog = await ContractCatalog.connect(nc, { stream: `${stem}_CONTRACTS`, subjectPrefix: `${this.name}.contracts`, resyncIntervalMs: 0 });
+      try {
+        for (const contract of contracts) {
+          const outcome = await catalog.publish(contract);
+          if (!outcome.ok) throw new Error(`contract ${contract.name}@${contract.version} not published: ${outcome.message}`);
+        }
+      } finally {
+        catalog.close();
       }
     } finally {
       await nc.close();
