@@ -5,6 +5,7 @@
 #   ./infra/dev.sh demo     install, build, start the four services and run the C04 case, printing its trace
 #   ./infra/dev.sh test     install, build and run the whole test suite against real NATS and FerretDB
 #   ./infra/dev.sh bench    install, build and run the end-to-end benchmark
+#   ./infra/dev.sh chaos    install, build and run the chaos suite (faults under load; see README, Chaos)
 #   ./infra/dev.sh up       only install and start the infrastructure; prints the environment to use
 #   ./infra/dev.sh down     stop the FerretDB this script started
 set -euo pipefail
@@ -162,6 +163,10 @@ case "$cmd" in
   bench)
     up && build
     cd "$ROOT" && exec node packages/devtools/dist/bench.js "$@"
+    ;;
+  chaos)
+    up && build
+    cd "$ROOT" && exec node packages/devtools/dist/chaos.js "$@"
     ;;
   down)
     [ -f "$STATE/ferretdb.pid" ] && kill "$(cat "$STATE/ferretdb.pid")" 2>/dev/null && rm -f "$STATE/ferretdb.pid"
