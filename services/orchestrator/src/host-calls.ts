@@ -77,14 +77,15 @@ export class HostCalls {
     beforePublish(callIds, ended);
     const open = records.filter((r) => !ended.has(r._id) && !state.open(r._id));
     if (open.length > 0) {
-      // The records are written alongside the proposals, not before them: no call waits for them, and they are in
-      // the store long before an outcome needs them (an outcome is attached only to a recorded call). Writes after
-      // the first wait for it to end, and whichever replica handles that outcome proposes the next one: those
-      // records must be in the store before anything runs.
+      // The records are written alongside the proposals, not before them, and are durable before the host learns
+      // their ids: a process that dies after answering leaves calls any replica can look up and attach outcomes to
+      // (an outcome is attached only to a recorded call), and one that dies before proposing leaves calls the
+      // orphan sweep proposes. Writes after the first wait for it to end, and whichever replica handles that
+      // outcome proposes the next one: those records must be in the store before anything runs.
       const recorded = Durable.start(() => store.insertCalls(open));
       if (open.filter((r) => r.write).length > 1) await recorded.ensure();
       state.track(open, true, recorded);
-      await Promise.all([started, scheduler.schedule(run, turn, open, new Set())]);
+      await Promise.all([started, scheduler.schedule(run, turn, open, new Set()), recorded.ensure()]);
     } else await started;
     // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
     // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.

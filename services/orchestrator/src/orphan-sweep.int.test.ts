@@ -1,6 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { NatsEventBus } from "@toolgate/bus";
-import { newCallId, newRunId, subjectCatalogue, success, type CallId, type SubjectCatalogue } from "@toolgate/contracts";
+import { newCallId, newRunId, nextCallEvent, subjectCatalogue, success, type CallId, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { createLogger } from "@toolgate/telemetry";
 import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -80,8 +80,13 @@ function call(owner: RunRecord, order: number, write = false): CallRecord {
 
 const proposed = async (id: CallId): Promise<boolean> => (await bus.lastEvent("call", id, "proposed")) !== undefined;
 
+const attached: ToolgateEvent[] = [];
+const attach = async (event: ToolgateEvent): Promise<void> => {
+  attached.push(event);
+};
+
 function sweeper(scheduler = new CallScheduler({ store, bus, locks: new ResourceLocks(database.db), logger })): OrphanSweep {
-  return new OrphanSweep({ store, scheduler, bus, logger, now: clock, lookbackMs: 3_600_000, graceMs: GRACE_MS, batch: 100 });
+  return new OrphanSweep({ store, scheduler, bus, logger, now: clock, lookbackMs: 3_600_000, graceMs: GRACE_MS, batch: 100, attach });
 }
 
 it("proposes what a crash left recorded but unproposed, in host-driven and managed runs, and nothing else", async () => {
@@ -157,6 +162,7 @@ it("reads a backlog a batch at a time, each record once", async () => {
     lookbackMs: 60_000,
     graceMs: GRACE_MS,
     batch: 2,
+    attach,
   });
   ahead += GRACE_MS + 1;
   const seen: CallId[] = [];
@@ -165,4 +171,24 @@ it("reads a backlog a batch at a time, each record once", async () => {
   expect(seen.filter((id) => orphans.some((o) => o._id === id))).toEqual(orphans.map((o) => o._id));
   expect(new Set(seen).size).toBe(seen.length);
   for (const o of orphans) expect(await proposed(o._id)).toBe(true);
+});
+
+it("attaches an outcome the stream holds for a proposed call that has none in the store", async () => {
+  const host = run("external");
+  const late = call(host, 0);
+  await store.insertRun(host);
+  // Proposed and completed while its record was still on its way (a retry wrote it after the outcome came).
+  await new CallScheduler({ store, bus, locks: new ResourceLocks(database.db), logger }).schedule(host, 0, [late]);
+  const completed = nextCallEvent({ call_id: late._id, run_id: host._id, principal: host.principal, seq: 2 }, "completed", "executor", {
+    result: success(late._id, { n: 1 }),
+    duration_ms: 1,
+  });
+  await bus.publish(completed);
+  await store.insertCalls([late]);
+  expect(await proposed(late._id)).toBe(true);
+  ahead += GRACE_MS + 1;
+  attached.length = 0;
+  // (Earlier tests' records are read too: a fresh sweeper looks back an hour.)
+  expect(await sweeper().sweep()).not.toContain(late._id);
+  expect(attached.map((e) => [e.kind === "call" ? e.call_id : e.run_id, e.type])).toEqual([[late._id, "completed"]]);
 });

@@ -1,5 +1,5 @@
 import type { EventBus } from "@toolgate/bus";
-import { callIdFloor, type CallId, type RunId } from "@toolgate/contracts";
+import { callIdFloor, TERMINAL_CALL_EVENT_TYPES, type CallId, type RunId, type ToolgateEvent } from "@toolgate/contracts";
 import type { Logger } from "@toolgate/telemetry";
 import type { CallScheduler } from "./call-scheduler.js";
 import type { CallRecord, RunStore } from "./run-store.js";
@@ -16,6 +16,12 @@ export interface OrphanSweepDeps {
   graceMs: number;
   /** Calls looked at per sweep at most (the rest wait for the next sweep). */
   batch: number;
+  /**
+   * Attaches an outcome the stream holds for a call that has none in the store, as the terminal consumer would
+   * have: for an outcome that arrived before its call's record (a record written late, by a retry that took
+   * over a dead process's request) and was given up on.
+   */
+  attach: (event: ToolgateEvent) => Promise<unknown>;
 }
 
 /**
@@ -59,12 +65,30 @@ export class OrphanSweep {
     return found;
   }
 
-  /** The calls with neither an outcome nor a proposal in the stream. */
+  /**
+   * The calls with neither an outcome nor a proposal in the stream. A proposed call without an outcome in the
+   * store whose outcome is in the stream gets it attached.
+   */
   async #unproposed(calls: readonly CallRecord[]): Promise<CallRecord[]> {
     if (calls.length === 0) return [];
-    const done = await this.#deps.store.resultIds(calls.map((c) => c._id));
+    const { store, bus, attach } = this.#deps;
+    const done = await store.resultIds(calls.map((c) => c._id));
     const open = calls.filter((c) => !done.has(c._id));
-    const proposed = await Promise.all(open.map(async (c) => (await this.#deps.bus.lastEvent("call", c._id, "proposed")) !== undefined));
+    const proposed = await Promise.all(open.map(async (c) => (await bus.lastEvent("call", c._id, "proposed")) !== undefined));
+    await Promise.all(
+      open
+        .filter((_, i) => proposed[i])
+        .map(async (c) => {
+          for (const type of TERMINAL_CALL_EVENT_TYPES) {
+            const outcome = await bus.lastEvent("call", c._id, type);
+            if (outcome) {
+              this.#deps.logger.warn({ call_id: c._id, type }, "an outcome in the stream was never attached; attaching it now");
+              await attach(outcome);
+              return;
+            }
+          }
+        }),
+    );
     return open.filter((_, i) => !proposed[i]);
   }
 

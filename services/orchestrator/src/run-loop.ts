@@ -1,5 +1,5 @@
 import type { EventBus, EventHandler } from "@toolgate/bus";
-import { newRunId, runEvent, type CallId, type Principal, type RunContext, type RunId } from "@toolgate/contracts";
+import { newRunId, runEvent, type CallId, type Principal, type RunContext, type RunId, type ToolgateEvent } from "@toolgate/contracts";
 import type { ModelAdapter, ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
@@ -85,7 +85,19 @@ export class RunLoop {
       now,
     });
     this.#outcomes = new CallOutcomes({ store, bus, contracts, scheduler, waiters: deps.waiters, state, player: this.#player, logger, now });
-    const orphans = new OrphanSweep({ store, scheduler, bus, logger, now, batch: 1_000, ...(deps.orphans ?? { lookbackMs: 3_600_000, graceMs: 5_000 }) });
+    // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery.
+    const attach = (event: ToolgateEvent) =>
+      this.#outcomes.onTerminal(event, { subject: "", streamSeq: 0, deliveryCount: 1, maxDeliver: 1, working: () => undefined });
+    const orphans = new OrphanSweep({
+      store,
+      scheduler,
+      bus,
+      logger,
+      now,
+      batch: 1_000,
+      attach,
+      ...(deps.orphans ?? { lookbackMs: 3_600_000, graceMs: 5_000 }),
+    });
     this.#recovery = new RunRecovery({ store, scheduler, state, player: this.#player, ends: this.#ends, orphans, logger, now });
   }
 
