@@ -109,13 +109,14 @@ ensure_ferretdb_database() {
 }
 
 ensure_ferretdb() {
+  # The binary also serves the tests' private servers (the chaos suite, outage tests), whoever runs the shared one.
+  ensure_ferretdb_binary
   if port_open 127.0.0.1 "$MONGO_PORT"; then
     if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then ensure_ferretdb_database; fi
     return
   fi
   ensure_postgres
   ensure_postgres_connections
-  ensure_ferretdb_binary
   ensure_ferretdb_database
   log "starting FerretDB on 127.0.0.1:$MONGO_PORT"
   mkdir -p "$STATE/ferretdb"
