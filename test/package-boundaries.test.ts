@@ -24,9 +24,14 @@ function sources(dir: string): string[] {
 }
 
 describe("package boundaries", () => {
-  // Their tests may use the research tools' contracts as fixtures (a devDependency, never installed in an image).
-  it.each(["services/policy", "services/audit", "services/orchestrator"])("%s runs on no tool package", (dir) => {
-    expect(Object.keys(manifest(dir).dependencies ?? {}).filter((d) => TOOL_PACKAGES.includes(d))).toEqual([]);
+  it.each(["services/policy", "services/audit"])("%s lists no tool package among its dependencies of any kind", (dir) => {
+    const { dependencies = {}, devDependencies = {} } = manifest(dir);
+    expect(Object.keys({ ...dependencies, ...devDependencies }).filter((d) => TOOL_PACKAGES.includes(d))).toEqual([]);
+  });
+
+  // Its tests use the research corpus (a devDependency, never installed in an image).
+  it("the orchestrator runs on no tool package", () => {
+    expect(Object.keys(manifest("services/orchestrator").dependencies ?? {}).filter((d) => TOOL_PACKAGES.includes(d))).toEqual([]);
   });
 
   it.each(["services/policy", "services/audit", "services/orchestrator"])("no source file of %s but its tests imports a tool package", (dir) => {

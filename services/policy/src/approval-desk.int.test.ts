@@ -2,7 +2,6 @@ import { MongoApprovalStore, verifyAndConsume } from "@toolgate/approvals";
 import type { EventBus } from "@toolgate/bus";
 import { canonicalHash, decisionSigner, decisionVerifier, type CallEvent, type CallEventOf, type ToolgateEvent } from "@toolgate/contracts";
 import { ToolRegistry, fixedContracts } from "@toolgate/registry";
-import { researchContracts } from "@toolgate/research-tools";
 import { createLogger } from "@toolgate/telemetry";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { MongoClient, type Db } from "mongodb";
@@ -11,7 +10,7 @@ import { ApprovalDesk } from "./approval-desk.js";
 import type { CedarPolicies } from "./cedar-policies.js";
 import { decide } from "./decide.js";
 import { MongoQuotaCounter } from "./quota-counter.js";
-import { ALICE, BOB, CAROL, compiled, proposal } from "./test-fixtures.js";
+import { ALICE, BOB, CAROL, compiled, proposal, researchContracts } from "./test-fixtures.js";
 
 // The servers the workspace's global setup resolved (testkit is not a dependency of this service).
 const { mongoUrl } = (inject as (key: string) => { mongoUrl: string })("toolgateInfra");

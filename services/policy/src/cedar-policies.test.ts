@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ToolRegistry } from "@toolgate/registry";
-import { researchContracts } from "@toolgate/research-tools";
 import { afterAll, describe, expect, it } from "vitest";
 import { authorizeApproval } from "./authorization.js";
 import { CedarPolicies } from "./cedar-policies.js";
 import { policyDirFingerprint, PolicyLoadError, readPolicyDir } from "./policy-bundle.js";
-import { ALICE, BOB, CAROL, compiled, policyBundle, REPO_POLICY_DIR } from "./test-fixtures.js";
+import { ALICE, BOB, CAROL, compiled, policyBundle, REPO_POLICY_DIR, researchContracts } from "./test-fixtures.js";
 
 const registry = ToolRegistry.from(researchContracts);
 const saveEvidence = registry.get("save_evidence")!;

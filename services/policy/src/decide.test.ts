@@ -1,9 +1,8 @@
 import type { Principal } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContractInput } from "@toolgate/registry";
-import { researchContracts } from "@toolgate/research-tools";
 import { describe, expect, it } from "vitest";
 import { decide, type Verdict } from "./decide.js";
-import { ALICE, BOB, compiled, proposal } from "./test-fixtures.js";
+import { ALICE, BOB, compiled, proposal, researchContracts } from "./test-fixtures.js";
 
 const search = { query: "agent state management", source_type: "official", limit: 3 };
 const save = (taskId: string) => ({ task_id: taskId, claim: "Sessions persist state.", source_url: "https://example.test/s" });

@@ -1,10 +1,21 @@
 import { fileURLToPath } from "node:url";
 import { eventId, newCallId, newRunId, type CallEventOf, type Principal } from "@toolgate/contracts";
+import { loadContractModule, type ToolContractInput } from "@toolgate/registry";
 import { CedarPolicies } from "./cedar-policies.js";
 import { readPolicyDir, type PolicyBundle } from "./policy-bundle.js";
 
 /** The repository's policy set (infra/policy), which the tests hold to its documented behaviour. */
 export const REPO_POLICY_DIR = fileURLToPath(new URL("../../../infra/policy/", import.meta.url));
+
+/**
+ * The research tools' contracts, read from their built module by path as the contracts CLI reads one: policy
+ * depends on no tool package, in its tests no more than in production.
+ */
+export const researchContracts: ToolContractInput[] = (
+  await loadContractModule(fileURLToPath(new URL("../../../packages/research-tools/dist/index.js", import.meta.url)))
+)
+  .map((found) => found.contract as ToolContractInput)
+  .filter((contract, i, all) => all.findIndex((c) => c.name === contract.name) === i);
 
 /** The repository's policy set, with files added or replaced (`null` removes one). */
 export function policyBundle(changes: Record<string, string | null> = {}): PolicyBundle {
