@@ -18,3 +18,4 @@ export {
 export { normalizeText, truncateText, DEFAULT_FETCH_MAX_CHARS } from "./text-normalization.js";
 export { evidenceId, EvidenceStoreError, type EvidenceStore, type EvidenceRecord, type NewEvidence, type SaveEvidenceResult } from "./evidence-store.js";
 export { MongoEvidenceStore, type MongoEvidenceStoreOptions } from "./mongo-evidence-store.js";
+export { abortableDelay } from "./abortable.js";

@@ -3,6 +3,7 @@ import type { JsonValue } from "@toolgate/contracts";
 import { defineTool, type ToolContractInput, type ToolDefinition, type ToolOutcome } from "@toolgate/registry";
 import { InsertBatcher } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
+import { abortableDelay } from "@toolgate/research-tools";
 import type { EffectLedger } from "./effect-ledger.js";
 
 // The `chaos` tool set: tools that misbehave on request, for the executor's end-to-end tests and demos.
@@ -339,22 +340,6 @@ export const chaosContracts: ToolContractInput[] = [
   mcpGreetContract,
 ];
 
-/** Waits `ms` unless `signal` aborts first; says which happened. */
-function delay(ms: number, signal: AbortSignal): Promise<"elapsed" | "aborted"> {
-  if (signal.aborted) return Promise.resolve("aborted");
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve("aborted");
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve("elapsed");
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /** The error a driver or socket raises when the peer resets the connection. */
 function connectionReset(): Error {
   return Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
@@ -410,7 +395,7 @@ export function chaosTools(db: Db, ledger: EffectLedger): ToolDefinition[] {
       const answer = { n: int(args.n), effect_id: randomUUID() };
       const before = args.effect === "before_delay";
       if (before) await ledger.record("chaos_write", ctx.idempotencyKey, ctx.callId, answer);
-      if ((await delay(int(args.delay_ms), ctx.signal)) === "aborted" && !before) {
+      if ((await abortableDelay(int(args.delay_ms), ctx.signal)) === "aborted" && !before) {
         return { ok: false, code: "TIMEOUT", message: "stopped before taking effect" };
       }
       if (!before) await ledger.record("chaos_write", ctx.idempotencyKey, ctx.callId, answer);
@@ -418,7 +403,7 @@ export function chaosTools(db: Db, ledger: EffectLedger): ToolDefinition[] {
     }),
     defineTool(keyedWriteContract, async (args, ctx) => {
       // A short wait widens the window in which concurrent duplicates meet.
-      await delay(100, ctx.signal);
+      await abortableDelay(100, ctx.signal);
       const answer = { order_id: text(args.order_id), amount: int(args.amount), effect_id: randomUUID() };
       await ledger.record("chaos_keyed_write", ctx.idempotencyKey, ctx.callId, answer);
       return { ok: true, data: answer };
@@ -501,14 +486,14 @@ export function chaosTools(db: Db, ledger: EffectLedger): ToolDefinition[] {
           return new Promise<ToolOutcome>(() => undefined);
         case "reset_before_effect":
           // The connection breaks while the write is on its way and before it lands.
-          await delay(5, ctx.signal);
+          await abortableDelay(5, ctx.signal);
           throw connectionReset();
         case "reset_after_effect":
           // The write landed and its acknowledgement was lost with the connection.
           await record();
           throw connectionReset();
         case "refused_before_effect":
-          await delay(5, ctx.signal);
+          await abortableDelay(5, ctx.signal);
           // A tool's own error that says nothing was applied.
           throw Object.assign(new Error("the write was refused before anything was stored"), { applied: false });
         default:
