@@ -75,18 +75,23 @@ export class HostCalls {
     const { records, ended, keysRecorded } = await this.#claimProviderIds(run, fresh, minted);
     const callIds = records.map((r) => r._id);
     beforePublish(callIds, ended);
-    const open = records.filter((r) => !ended.has(r._id) && !state.open(r._id));
+    // A call this process already tracks is a retry of a submission whose proposal or record may have failed (an
+    // outage): it is scheduled again (a proposal already published is not published twice) and its record ensured.
+    const open = records.filter((r) => !ended.has(r._id)).map((r) => state.open(r._id) ?? { call: r, recorded: undefined });
     if (open.length > 0) {
       // The records are written alongside the proposals, not before them, and are durable before the host learns
       // their ids: a process that dies after answering leaves calls any replica can look up and attach outcomes to
       // (an outcome is attached only to a recorded call), and one that dies before proposing leaves calls the
       // orphan sweep proposes. Writes after the first wait for it to end, and whichever replica handles that
       // outcome proposes the next one: those records must be in the store before anything runs.
-      const recorded = Durable.start(() => store.insertCalls(open));
-      if (open.filter((r) => r.write).length > 1) await recorded.ensure();
-      state.track(open, true, recorded);
-      await Promise.all([started, scheduler.schedule(run, turn, open, new Set()), recorded.ensure()]);
-    } else await started;
+      const unseen = open.filter((o) => o.recorded === undefined).map((o) => o.call);
+      const recorded = unseen.length > 0 ? Durable.start(() => store.insertCalls(unseen)) : Durable.done();
+      const writes = [recorded, ...new Set(open.flatMap((o) => (o.recorded ? [o.recorded] : [])))];
+      if (open.filter((o) => o.call.write).length > 1) await Promise.all(writes.map((w) => w.ensure()));
+      state.track(unseen, true, recorded);
+      const calls = open.map((o) => o.call);
+      await Promise.all([started.ensure(), scheduler.schedule(run, turn, calls, new Set()), ...writes.map((w) => w.ensure())]);
+    } else await started.ensure();
     // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
     // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.
     const [runWritten, keysWritten] = await Promise.all([runRecorded.settled(), keysRecorded.settled()]);
@@ -125,21 +130,22 @@ export class HostCalls {
   }
 
   /** The host's run: remembered, read once, or created (its record and start event alongside the proposals). */
-  async #run(principal: Principal, request: HostSubmission): Promise<{ run: RunRecord; recorded: Durable; started: Promise<unknown>; fresh: boolean }> {
+  async #run(principal: Principal, request: HostSubmission): Promise<{ run: RunRecord; recorded: Durable; started: Durable; fresh: boolean }> {
     const { store, bus, state } = this.#deps;
     const owned = (run: RunRecord) => run.principal.tenant === principal.tenant && run.principal.subject === principal.subject;
     // A run pinned by a key's first request is new; one pinned before may exist (an earlier attempt made it).
     const runId = request.runId ?? (request.pinnedBefore ? request.pinnedRunId : undefined);
     if (runId) {
       const known = state.external(runId);
-      if (known && owned(known.run)) return { ...known, started: Promise.resolve(), fresh: false };
+      // Its `started` may not have been published yet (an outage): ensured again, under the same event id.
+      if (known && owned(known.run)) return { ...known, fresh: false };
       const existing = await store.getRun(runId);
       if (existing || !request.pinnedRunId) {
         if (!existing || !owned(existing)) throw new RunRequestError("RUN_NOT_FOUND", "no such run");
         if (existing.status !== "external") throw new RunRequestError("RUN_NOT_EXTERNAL", "this run is driven by Toolgate's own loop");
         const recorded = Durable.done();
         state.rememberExternal(existing, recorded);
-        return { run: existing, recorded, started: Promise.resolve(), fresh: false };
+        return { run: existing, recorded, started: Durable.done(), fresh: false };
       }
     }
     const minted = this.#deps.newRun(principal, request.context);
@@ -147,8 +153,10 @@ export class HostCalls {
     // Written alongside the proposals, not before them: the stream holds them, and the run's record is durable
     // before any of its calls' outcomes is attached (and before this request is answered).
     const recorded = Durable.start(() => store.insertRun(run));
-    state.rememberExternal(run, recorded);
-    const started = bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context }));
+    const started = Durable.start(() =>
+      bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context })),
+    );
+    state.rememberExternal(run, recorded, started);
     // A pinned run's calls' keys are claimed before anything is proposed, as in an existing run: an attempt that
     // takes the client's key over may be submitting the same calls into it at the same time.
     return { run, recorded, started, fresh: request.pinnedRunId === undefined };

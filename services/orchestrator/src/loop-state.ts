@@ -1,6 +1,6 @@
 import type { CallId, RunId } from "@toolgate/contracts";
 import type { Logger } from "@toolgate/telemetry";
-import type { Durable } from "./durable.js";
+import { Durable } from "./durable.js";
 import type { CallRecord, CallResultRecord, RunProgress, RunRecord, RunStore } from "./run-store.js";
 
 /** A call this process proposed and has no outcome for yet, with the write that stores its record. */
@@ -8,6 +8,13 @@ export interface OpenCall {
   call: CallRecord;
   external: boolean;
   recorded: Durable;
+}
+
+/** A host-driven run this process created or checked: its record's write and its `started` event's publish. */
+export interface ExternalRun {
+  run: RunRecord;
+  recorded: Durable;
+  started: Durable;
 }
 
 /**
@@ -43,7 +50,7 @@ export class LoopState {
   /** Open writes per `<run>:<turn>` among the calls this process proposed. */
   readonly #openWrites = new Map<string, number>();
   /** Host-driven runs this process created or checked (their owner and status never change), and their records. */
-  readonly #external = new Map<RunId, { run: RunRecord; recorded: Durable }>();
+  readonly #external = new Map<RunId, ExternalRun>();
   readonly #active = new Map<RunId, ActiveRun>();
   /** Managed runs this process watches for their wall-clock and approval-wait budgets. */
   readonly watched = new Set<RunId>();
@@ -82,12 +89,12 @@ export class LoopState {
     return (this.#openWrites.get(`${call.run_id}:${call.turn}`) ?? 0) > 0;
   }
 
-  external(runId: RunId): { run: RunRecord; recorded: Durable } | undefined {
+  external(runId: RunId): ExternalRun | undefined {
     return this.#external.get(runId);
   }
 
-  rememberExternal(run: RunRecord, recorded: Durable): void {
-    remember(this.#external, run._id, { run, recorded });
+  rememberExternal(run: RunRecord, recorded: Durable, started: Durable = Durable.done()): void {
+    remember(this.#external, run._id, { run, recorded, started });
   }
 
   active(runId: RunId): ActiveRun | undefined {
