@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ACK, ackAction, backoffDelay, retryLater, terminate } from "./disposition.js";
+import { ACK, ackAction, backoffDelay, retryLater, serverMaxDeliver, terminate, UNREACHABLE_RETRY_MS } from "./disposition.js";
 
 const first = { deliveryCount: 1, maxDeliver: 5 };
 
@@ -34,6 +34,35 @@ describe("ackAction", () => {
     expect(ackAction({ error }, { deliveryCount: 3, maxDeliver: 5 })).toEqual({ op: "nak", delayMs: 1_000 });
     // Even a thrown value that is not an Error, or undefined, is a transient failure.
     expect(ackAction({ error: undefined }, first)).toEqual({ op: "nak", delayMs: 250 });
+  });
+});
+
+describe("ackAction for a handler that threw", () => {
+  const outage = Object.assign(new Error("connection 7 to 127.0.0.1:27017 closed"), { name: "MongoNetworkError" });
+
+  it("retries an unreachable dependency every second at most, however long the outage has lasted", () => {
+    expect(ackAction({ error: outage }, { deliveryCount: 1, maxDeliver: 20 })).toEqual({ op: "nak", delayMs: 250 });
+    expect(ackAction({ error: outage }, { deliveryCount: 6, maxDeliver: 20 })).toEqual({ op: "nak", delayMs: UNREACHABLE_RETRY_MS });
+    // Past the budget for bugs: an outage never terminates a message.
+    expect(ackAction({ error: new Error("publish failed", { cause: outage }) }, { deliveryCount: 500, maxDeliver: 20 })).toEqual({
+      op: "nak",
+      delayMs: UNREACHABLE_RETRY_MS,
+    });
+  });
+
+  it("terminates a message whose handler fails for another reason on its last delivery", () => {
+    const bug = new TypeError("cannot read properties of undefined");
+    expect(ackAction({ error: bug }, { deliveryCount: 19, maxDeliver: 20 })).toEqual({ op: "nak", delayMs: 30_000 });
+    expect(ackAction({ error: bug }, { deliveryCount: 20, maxDeliver: 20 })).toEqual({ op: "term", reason: "the handler failed on all 20 deliveries" });
+    // An unbounded consumer (the executor bounds its own attempts) keeps retrying.
+    expect(ackAction({ error: bug }, { deliveryCount: 400, maxDeliver: -1 })).toEqual({ op: "nak", delayMs: 30_000 });
+  });
+});
+
+describe("serverMaxDeliver", () => {
+  it("leaves an hour of outage retries beyond the handler budget, and keeps unbounded unbounded", () => {
+    expect(serverMaxDeliver(20)).toBe(3_620);
+    expect(serverMaxDeliver(-1)).toBe(-1);
   });
 });
 

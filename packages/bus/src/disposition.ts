@@ -1,3 +1,5 @@
+import { unreachableDependency } from "./unreachable.js";
+
 /**
  * What a handler decided about one delivered message. Retry intent lives in the type: `retry` becomes a
  * JetStream `nak(delay)`, `terminate` a `term()`, `ack` an `ack()`.
@@ -27,6 +29,11 @@ export interface DeliveryAttempt {
 
 const BASE_DELAY_MS = 250;
 const MAX_DELAY_MS = 30_000;
+/**
+ * A delivery that failed because a dependency was unreachable is retried at least this often: the outage's end
+ * should resume the work within a second, not after a backoff that grew while it lasted.
+ */
+export const UNREACHABLE_RETRY_MS = 1_000;
 
 /** Exponential redelivery delay for the n-th failed delivery (1-based), capped at 30 s. */
 export function backoffDelay(deliveryCount: number): number {
@@ -34,11 +41,21 @@ export function backoffDelay(deliveryCount: number): number {
 }
 
 /**
- * Maps a handler's outcome to the acknowledgement. A thrown error is treated as transient (the store or the
- * bus was unreachable) and redelivered with backoff; JetStream's max_deliver bounds it.
+ * Maps a handler's outcome to the acknowledgement. A thrown error is transient: redelivered with backoff, which
+ * stops growing at {@link UNREACHABLE_RETRY_MS} when the error says a dependency was unreachable. Any other
+ * error counts against the consumer's delivery budget (`maxDeliver`, unbounded when not positive): on the last
+ * delivery it terminates the message instead. Outages do not spend the budget on purpose — they consume
+ * deliveries at one a second — so the server's own bound is far higher (see `serverMaxDeliver`).
  */
 export function ackAction(outcome: { disposition: Disposition } | { error: unknown }, attempt: DeliveryAttempt): AckAction {
-  if ("error" in outcome) return { op: "nak", delayMs: backoffDelay(attempt.deliveryCount) };
+  if ("error" in outcome) {
+    const backoff = backoffDelay(attempt.deliveryCount);
+    if (unreachableDependency(outcome.error)) return { op: "nak", delayMs: Math.min(backoff, UNREACHABLE_RETRY_MS) };
+    if (attempt.maxDeliver > 0 && attempt.deliveryCount >= attempt.maxDeliver) {
+      return { op: "term", reason: `the handler failed on all ${attempt.maxDeliver} deliveries` };
+    }
+    return { op: "nak", delayMs: backoff };
+  }
   const d = outcome.disposition;
   switch (d.kind) {
     case "ack":
@@ -55,4 +72,12 @@ export function ackAction(outcome: { disposition: Disposition } | { error: unkno
 function nakDelay(delayMs: number): number {
   if (Number.isFinite(delayMs)) return Math.max(0, Math.round(delayMs));
   return delayMs > 0 ? MAX_DELAY_MS : 0;
+}
+
+/**
+ * Deliveries the server allows a message of a consumer whose handlers get `maxDeliver` failures: an hour of
+ * outage retries beyond that (a message that kills its handler's process also ends here), or unbounded.
+ */
+export function serverMaxDeliver(maxDeliver: number): number {
+  return maxDeliver > 0 ? maxDeliver + 3_600 : -1;
 }

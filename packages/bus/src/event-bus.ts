@@ -37,6 +37,10 @@ export interface ConsumerSpec {
   /** Messages the server lets this consumer have unacknowledged across all replicas (back-pressure). */
   maxAckPending: number;
   ackWaitMs: number;
+  /**
+   * Deliveries a message gets whose handler keeps throwing (not counting failures that say a dependency was
+   * unreachable: those retry every second for as long as the outage lasts); -1 for unbounded.
+   */
   maxDeliver: number;
 }
 

@@ -1,3 +1,15 @@
-export { ACK, retryLater, terminate, ackAction, backoffDelay, type Disposition, type AckAction, type DeliveryAttempt } from "./disposition.js";
+export {
+  ACK,
+  retryLater,
+  terminate,
+  ackAction,
+  backoffDelay,
+  serverMaxDeliver,
+  UNREACHABLE_RETRY_MS,
+  type Disposition,
+  type AckAction,
+  type DeliveryAttempt,
+} from "./disposition.js";
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
+export { unreachableDependency, type Unreachable } from "./unreachable.js";

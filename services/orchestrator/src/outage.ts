@@ -1,5 +1,6 @@
 import type { Logger } from "@toolgate/telemetry";
-import { MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from "mongodb";
+import { unreachableDependency } from "@toolgate/bus";
+import type { Db } from "mongodb";
 
 /** A dependency the API cannot work without. */
 export type Dependency = "nats" | "mongo";
@@ -23,41 +24,16 @@ export class DependencyUnavailableError extends Error {
 /** What a failure says about the system: a dependency is unavailable (retry later), or anything else (a bug). */
 export type FailureClass = { kind: "unavailable"; dependency: Dependency | "deadline" | "network"; reason: string } | { kind: "bug" };
 
-/** NATS client errors (by class name: the orchestrator does not depend on the client's error classes). */
-const NATS_UNAVAILABLE = new Set(["TimeoutError", "ClosedConnectionError", "ConnectionError", "NoRespondersError", "RequestError", "DrainingConnectionError"]);
-/** Socket errors that mean the far side is down or unreachable, whoever raised them. */
-const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTCONN"]);
-
 /**
- * Classifies a failure by walking its `cause` chain: a publish that JetStream did not acknowledge (code
- * `PUBLISH_FAILED`, retryable), a NATS timeout or closed connection, a MongoDB server-selection, network,
- * pool or topology error, or a socket error is `unavailable`; everything else is a programmer error. Never throws.
+ * Classifies a failure: the API's own deadline, or a dependency the bus recognizes as unreachable (see
+ * `unreachableDependency`), is `unavailable`; everything else is a programmer error. Never throws.
  */
 export function classifyFailure(error: unknown): FailureClass {
-  let current: unknown = error;
-  for (let depth = 0; depth < 8 && current !== null && typeof current === "object"; depth++) {
-    const e = current as { name?: unknown; code?: unknown; retryable?: unknown; cause?: unknown };
+  for (let current: unknown = error, depth = 0; depth < 8 && current instanceof Error; depth++, current = current.cause) {
     if (current instanceof DependencyUnavailableError) return { kind: "unavailable", dependency: current.dependency, reason: current.message };
-    if (
-      current instanceof MongoServerSelectionError ||
-      current instanceof MongoNetworkError ||
-      current instanceof MongoTopologyClosedError ||
-      current instanceof MongoNotConnectedError ||
-      (current as Error).name === "MongoWaitQueueTimeoutError"
-    ) {
-      return { kind: "unavailable", dependency: "mongo", reason: (current as Error).name };
-    }
-    if (e.code === "PUBLISH_FAILED") {
-      // An event above the size limit is the request's fault, not an outage.
-      if (e.retryable === false) return { kind: "bug" };
-      return { kind: "unavailable", dependency: "nats", reason: "publish not acknowledged" };
-    }
-    if (typeof e.name === "string" && NATS_UNAVAILABLE.has(e.name)) return { kind: "unavailable", dependency: "nats", reason: e.name };
-    // A bare socket error does not say whose socket it was.
-    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return { kind: "unavailable", dependency: "network", reason: e.code };
-    current = e.cause;
   }
-  return { kind: "bug" };
+  const unreachable = unreachableDependency(error);
+  return unreachable ? { kind: "unavailable", ...unreachable } : { kind: "bug" };
 }
 
 /** Resolves as `work` does, or rejects with {@link DependencyUnavailableError} after `ms` (the work goes on). */
