@@ -59,6 +59,8 @@ export interface RequestIdempotencyStore {
   claim(request: RequestKeyClaimRequest): Promise<RequestKeyClaim>;
   /** Takes a stale or failed record over for `owner`: the new record, or undefined when another request won. */
   takeOver(record: RequestKeyRecord, owner: string, leaseMs: number): Promise<RequestKeyRecord | undefined>;
+  /** Extends a claim's lease to `leaseUntil` while its owner is still creating the work (the owner of `gen` only). */
+  renew(record: RequestKeyRecord, leaseUntil: Date): Promise<void>;
   /** Records the work's ids (the owner of `gen` only). */
   submitted(record: RequestKeyRecord, ids: { runId: string; callIds: string[] }): Promise<void>;
   /** Stores the response (the owner of `gen` only). */
@@ -136,6 +138,10 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
     // Only the winner of the insert above writes: no two writers race on this update.
     await this.records.updateOne({ _id: record._id }, { $set: { state: next.state, gen: next.gen, owner, lease_until: next.lease_until } });
     return next;
+  }
+
+  async renew(record: RequestKeyRecord, leaseUntil: Date): Promise<void> {
+    await this.records.updateOne({ _id: record._id, gen: record.gen, state: "claimed" }, { $set: { lease_until: leaseUntil } });
   }
 
   async submitted(record: RequestKeyRecord, ids: { runId: string; callIds: string[] }): Promise<void> {

@@ -67,6 +67,9 @@ export function decideExisting(record: RequestKeyRecord, fingerprint: string, no
   return "take_over";
 }
 
+/** How many leases a claim is held for at most while its owner's work runs (see `HostIdempotency.hold`). */
+export const MAX_HOLD_LEASES = 10;
+
 export interface HostIdempotencyOptions {
   store: RequestIdempotencyStore;
   /** This process, as the owner of its claims. */
@@ -117,6 +120,27 @@ export class HostIdempotency {
     if (!taken) return { kind: "in_flight", retryAfterS: 1 };
     this.#options.logger.info({ previous_owner: record.owner, state: record.state }, "idempotency key taken over");
     return { kind: "execute", record: taken, takenOver: true };
+  }
+
+  /**
+   * Keeps the claim on `record` while `work` runs past a third of the lease (a slow store, an outage: the
+   * request may have been answered 503 already), so that the client's retries are told 409 instead of taking
+   * the key over and submitting the same work a second time — for at most {@link MAX_HOLD_LEASES} leases, after
+   * which a hung owner's key can be taken over. A failed renewal is only logged: the lease then runs out.
+   */
+  hold(record: RequestKeyRecord, work: Promise<unknown>): void {
+    const { store, leaseMs, logger } = this.#options;
+    const until = this.#now() + MAX_HOLD_LEASES * leaseMs;
+    const timer = setInterval(
+      () => {
+        if (this.#now() >= until) return clearInterval(timer);
+        store.renew(record, new Date(this.#now() + leaseMs)).catch((error: unknown) => logger.warn({ err: error }, "idempotency key lease not renewed"));
+      },
+      Math.max(50, Math.floor(leaseMs / 3)),
+    );
+    timer.unref();
+    const stop = () => clearInterval(timer);
+    work.then(stop, stop);
   }
 
   /** Records the work's ids behind the response; a failed write leaves the claim to be taken over later. */

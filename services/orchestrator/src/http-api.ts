@@ -186,19 +186,20 @@ export function orchestratorApi(deps: {
 
   /**
    * Keeps a keyed request's record up to date with its work, however long the work takes (a request answered
-   * 503 at its deadline goes on): its ids once submitted, a refusal as the response to replay, or released on
+   * 503 at its deadline goes on): its claim held while it runs, its ids once submitted, a refusal as the response to replay, or released on
    * any other failure, so that a retry takes it over.
    */
   function track<T extends { runId: string; callIds: CallId[] }>(work: Promise<T>, record: RequestKeyRecord | undefined): Promise<T> {
-    if (record)
-      work.then(
-        (ids) => deps.idempotency.submitted(record, ids),
-        (error: unknown) => {
-          const answer = requestErrorAnswer(error);
-          if (!answer) return deps.idempotency.fail(record);
-          deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
-        },
-      );
+    if (!record) return work;
+    deps.idempotency.hold(record, work);
+    work.then(
+      (ids) => deps.idempotency.submitted(record, ids),
+      (error: unknown) => {
+        const answer = requestErrorAnswer(error);
+        if (!answer) return deps.idempotency.fail(record);
+        deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
+      },
+    );
     return work;
   }
 
@@ -450,12 +451,14 @@ export function orchestratorApi(deps: {
     if (decision?.kind === "replay") return replayStored(reply, decision.record);
     const record = decision?.kind === "execute" ? decision.record : undefined;
     // The run id is minted by the loop: a claim whose owner died before storing its answer is taken over by a
-    // retry, which starts a run of its own (the window is the few milliseconds of the start's writes).
+    // retry, which starts a run of its own (the window is the few milliseconds of the start's writes); an owner
+    // that is only slow holds its claim.
     const work = (async () => {
       const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
       if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
       return runId;
     })();
+    if (record) deps.idempotency.hold(record, work);
     if (record)
       work.catch((error: unknown) => {
         const answer = requestErrorAnswer(error);

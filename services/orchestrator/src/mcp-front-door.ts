@@ -117,6 +117,7 @@ export class McpFrontDoor {
             ended = done ?? ended;
             waiting = waiters.register(ids.filter((i) => !ended.has(i)));
           });
+          this.#deps.idempotency.hold(record, work);
           work.then(
             (ids) => this.#deps.idempotency.submitted(record, ids),
             () => this.#deps.idempotency.fail(record),
