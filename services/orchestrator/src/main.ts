@@ -108,9 +108,11 @@ await runService({
     const sweeper = setInterval(() => {
       if (sweeping) return;
       sweeping = true;
-      // Every 20th sweep also picks up runs that other (perhaps dead) replicas were watching.
+      // Every 20th sweep also picks up runs that other (perhaps dead) replicas were watching; every 4th proposes
+      // calls recorded but never proposed (it reads only what was recorded since the last time).
+      sweeps += 1;
       loop
-        .sweep(++sweeps % 20 === 0)
+        .sweep(sweeps % 20 === 0, sweeps % 4 === 0)
         .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"))
         .finally(() => (sweeping = false));
     }, config.ORCHESTRATOR_SWEEP_MS);

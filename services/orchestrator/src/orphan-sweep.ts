@@ -101,17 +101,19 @@ export class OrphanSweep {
       entry.calls.push(call);
       turns.set(key, entry);
     }
-    const scheduled: CallId[] = [];
-    for (const { runId, turn, calls: orphans } of turns.values()) {
-      const run = await store.getRun(runId);
-      if (!run || (run.status !== "running" && run.status !== "external")) continue;
-      scheduled.push(...orphans.map((c) => c._id));
-      logger.warn({ run_id: runId, turn, call_ids: orphans.map((c) => c._id) }, "calls recorded but never proposed; proposing them now");
-      // A managed run's calls are in its turn's answer, a host's in their own records: the scheduler reads the
-      // latter itself.
-      const answer = run.status === "running" ? await store.getTurn(runId, turn) : null;
-      await scheduler.schedule(run, turn, answer?.calls);
-    }
-    return scheduled;
+    // Turns are independent: scheduled side by side (a backlog after an outage clears in one round of writes).
+    const scheduled = await Promise.all(
+      [...turns.values()].map(async ({ runId, turn, calls: orphans }) => {
+        const run = await store.getRun(runId);
+        if (!run || (run.status !== "running" && run.status !== "external")) return [];
+        logger.warn({ run_id: runId, turn, call_ids: orphans.map((c) => c._id) }, "calls recorded but never proposed; proposing them now");
+        // A managed run's calls are in its turn's answer, a host's in their own records: the scheduler reads the
+        // latter itself.
+        const answer = run.status === "running" ? await store.getTurn(runId, turn) : null;
+        await scheduler.schedule(run, turn, answer?.calls);
+        return orphans.map((c) => c._id);
+      }),
+    );
+    return scheduled.flat();
   }
 }

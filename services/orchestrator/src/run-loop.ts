@@ -168,8 +168,8 @@ export class RunLoop {
   }
 
   /** Periodic checks (see {@link RunRecovery.sweep}). */
-  sweep(full = false): Promise<void> {
-    return this.#recovery.sweep(full);
+  sweep(full = false, orphans = full): Promise<void> {
+    return this.#recovery.sweep(full, orphans);
   }
 
   /** Picks up runs a previous process left behind (see {@link RunRecovery.resume}). */

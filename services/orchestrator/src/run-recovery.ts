@@ -32,15 +32,13 @@ export class RunRecovery {
   /**
    * Stops runs past their wall clock or with a call waiting for a human too long, and retries writes waiting
    * for a resource lock. Runs this process drives are checked from memory; `full` also looks at every running
-   * run (those other, perhaps dead, replicas were watching) and proposes the calls recorded since the last full
-   * sweep that were never proposed, in runs of every kind ({@link OrphanSweep}).
+   * run (those other, perhaps dead, replicas were watching), and `orphaned` proposes the calls recorded since
+   * the last such sweep that were never proposed, in runs of every kind ({@link OrphanSweep}).
    */
-  async sweep(full = false): Promise<void> {
+  async sweep(full = false, orphaned = full): Promise<void> {
     const { store, scheduler, state, ends, orphans, now } = this.#deps;
-    if (full) {
-      for (const runId of await store.runningRunIds()) state.watched.add(runId);
-      await orphans.sweep();
-    }
+    if (full) for (const runId of await store.runningRunIds()) state.watched.add(runId);
+    if (orphaned) await orphans.sweep();
     // Which writes have ended is read from the store: another replica may have handled some of their outcomes.
     for (const [runId, turn] of [...scheduler.blocked]) {
       const active = state.active(runId);
