@@ -81,6 +81,33 @@ describe("provider-native bring-your-own-loop", () => {
     expect(later.body.results).toMatchObject([{ type: "tool_result", tool_use_id: "toolu_1", is_error: false }]);
   });
 
+  it("answers a read of calls that already ended at once, and a long poll of one still running when it ends", async () => {
+    const message = {
+      id: "msg_2",
+      type: "message",
+      role: "assistant",
+      content: [{ type: "tool_use", id: "toolu_2", name: "search_sources", input: { query: "unhurried reads", source_type: "official", limit: 1 } }],
+      stop_reason: "tool_use",
+    } as unknown as Anthropic.Message;
+    const first = await stack.api<{ calls: { call_id: string }[] }>("POST", "/v1/providers/anthropic/tool-calls", { response: message, wait_ms: 0 });
+    const callId = first.body.calls[0]!.call_id;
+    // The slow search takes a second: a long poll returns with its outcome, well before its own 30 s.
+    const polled = await stack.api<{ status: string; result?: { ok: boolean } }>("GET", `/v1/tool-calls/${callId}?wait_ms=30000`);
+    expect(polled.status).toBe(200);
+    expect(polled.body).toMatchObject({ status: "completed", result: { ok: true } });
+    // Ended before the read: both routes answer at once, however long they were told to wait.
+    const started = Date.now();
+    const [again, results] = await Promise.all([
+      stack.api<{ status: string }>("GET", `/v1/tool-calls/${callId}?wait_ms=30000`),
+      stack.api<{ results: Anthropic.ToolResultBlockParam[] }>("GET", `/v1/providers/anthropic/results?call_ids=${callId}&wait_ms=30000`),
+    ]);
+    expect(again.body.status).toBe("completed");
+    expect(results.status).toBe(200);
+    expect(results.body.results).toMatchObject([{ type: "tool_result", tool_use_id: "toolu_2", is_error: false }]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await stack.api("GET", `/v1/tool-calls/${callId}?wait_ms=-1`)).status).toBe(400);
+  });
+
   it("refuses a malformed provider payload with a typed error, and runs none of its calls", async () => {
     const call = { id: "call_dup", type: "function", function: { name: "search_sources", arguments: search("sessions", 1) } };
     const completion = {

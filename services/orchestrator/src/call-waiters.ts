@@ -42,9 +42,11 @@ export class CallWaiters {
 
   /**
    * Starts listening for the results of `callIds` (before they are published, so none is missed); the
-   * returned handle waits for them and must be waited on once, which also stops the listening.
+   * returned handle waits for them and must be waited on once, which also stops the listening. With
+   * `storedFirst`, the first wait reads the results already stored before it waits (calls that may have ended
+   * before they were registered).
    */
-  register(callIds: readonly CallId[]): { wait(timeoutMs: number): Promise<Map<CallId, ResultEnvelope>> } {
+  register(callIds: readonly CallId[], options: { storedFirst?: boolean } = {}): { wait(timeoutMs: number): Promise<Map<CallId, ResultEnvelope>> } {
     const results = new Map<CallId, ResultEnvelope>();
     let finish: () => void = () => undefined;
     const allDone = new Promise<void>((resolve) => (finish = resolve));
@@ -72,6 +74,7 @@ export class CallWaiters {
         let timer: NodeJS.Timeout | undefined;
         let poller: NodeJS.Timeout | undefined;
         try {
+          if (options.storedFirst) await poll();
           if (results.size < callIds.length && timeoutMs > 0) {
             poller = setInterval(() => void poll().catch(() => undefined), Math.min(this.#pollMs, timeoutMs));
             await Promise.race([allDone, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);

@@ -409,8 +409,8 @@ export function orchestratorApi(deps: {
     const runIds = new Set(calls.map((c) => c?.run_id));
     const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
     if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
-    const waiting = deps.waiters.register(ids);
-    const results = await waiting.wait(query.data.wait_ms);
+    // Calls that ended before this request are read first: only the others are waited for.
+    const results = await deps.waiters.register(ids, { storedFirst: true }).wait(query.data.wait_ms);
     const parsedCalls = calls.map((c) => ({ id: c!.provider_call_id, name: c!.tool_name, argumentsJson: c!.arguments_json }));
     return providerResults(reply, provider, run._id, parsedCalls, ids, results);
   });
@@ -542,12 +542,16 @@ export function orchestratorApi(deps: {
     return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
   });
 
-  app.get<{ Params: { callId: string } }>("/v1/tool-calls/:callId", async (request, reply) => {
+  app.get<{ Params: { callId: string }; Querystring: { wait_ms?: string } }>("/v1/tool-calls/:callId", async (request, reply) => {
     const id = CallIdSchema.safeParse(request.params.callId);
-    if (!id.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a call id");
+    const query = WaitQuerySchema.safeParse({ wait_ms: request.query.wait_ms });
+    if (!id.success || !query.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a call id and wait_ms from 0 to 60000");
     const call = (await deps.loop.findCall(id.data)) ?? null;
     const run = call ? await deps.store.getRun(call.run_id) : null;
     if (!call || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such call");
+    // A long poll: one request per outcome instead of one per polling interval (registered before the read,
+    // so an outcome attached in between is not missed).
+    if (query.data.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.data.wait_ms);
     const result = await deps.store.getResult(call._id);
     return {
       call_id: call._id,

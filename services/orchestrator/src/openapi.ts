@@ -146,8 +146,11 @@ export function openApiDocument(): Record<string, unknown> {
       },
       "/v1/tool-calls/{call_id}": {
         get: {
-          summary: "Read one call and its result.",
-          parameters: [{ name: "call_id", in: "path", required: true, schema: { type: "string" } }],
+          summary: "Read one call and its result; with wait_ms, wait up to that long for its outcome first.",
+          parameters: [
+            { name: "call_id", in: "path", required: true, schema: { type: "string" } },
+            { name: "wait_ms", in: "query", required: false, schema: { type: "integer", minimum: 0, maximum: 60_000, default: 0 } },
+          ],
           responses: {
             "200": { description: "the call", content: { "application/json": { schema: { type: "object" } } } },
             "404": ref("Error", "no such call"),
