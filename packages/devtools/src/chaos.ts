@@ -7,12 +7,17 @@
  * trail), 5xx answers other than 503, and the
  * recovery time (from the end of the fault until every call submitted before then has its outcome).
  *
+ * With `--cluster` the stack runs on a three-node NATS cluster (`PrivateNatsCluster`, streams with three
+ * replicas) and the faults hit its nodes: one node killed -9 and brought back, the node that leads the events
+ * stream killed, all three restarted one after another, and the events stream's leader paused (SIGSTOP) for
+ * longer than the clients' publish and ack timeouts.
+ *
  * The client is the one a careful host would write: each logical call carries its own `Idempotency-Key`, and
  * a submission whose answer did not arrive (a reset connection, a timeout, 503, 409 while the first is in
  * flight) is sent again, unchanged, until it answers. The servers are private (`PrivateNats`,
  * `PrivateFerretDb`): the suite kills its own, never the shared ones.
  *
- *   node packages/devtools/dist/chaos.js [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
+ *   node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
  *
  * `--short` shortens every fault and the load around it. Exits 1 when any scenario loses a call, duplicates
  * an effect, leaves an audit gap, answers 5xx other than 503, or (unless `--gate invariants`) recovers in more
@@ -21,7 +26,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { PrivateFerretDb, PrivateNats, Stack } from "@toolgate/testkit";
+import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack } from "@toolgate/testkit";
 import { MongoClient, type Db } from "mongodb";
 
 const { values: args } = parseArgs({
@@ -32,6 +37,8 @@ const { values: args } = parseArgs({
     json: { type: "string" },
     /** `all`: a scenario passes only within the recovery limit too; `invariants`: lost, duplicates, gaps and 5xx only. */
     gate: { type: "string", default: "all" },
+    /** Run the cluster scenarios, on a three-node NATS cluster with R3 streams, instead of the single-server ones. */
+    cluster: { type: "boolean", default: false },
   },
 });
 
@@ -46,19 +53,20 @@ const TERMINAL = new Set(["completed", "outcome_unknown", "rejected", "denied"])
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface FaultContext {
+/** What a fault can hit: the stack, its NATS (one server or a cluster) and its FerretDB. */
+interface FaultContext<N> {
   stack: Stack;
-  nats: PrivateNats;
+  nats: N;
   ferret: PrivateFerretDb;
 }
 
-interface Scenario {
+interface Scenario<N> {
   name: string;
   /** Injects the fault; resolves when it is over (the process restarted, the server resumed). */
-  fault(ctx: FaultContext): Promise<void>;
+  fault(ctx: FaultContext<N>): Promise<void>;
 }
 
-const SCENARIOS: Scenario[] = [
+const SCENARIOS: Scenario<PrivateNats>[] = [
   {
     name: "nats-kill",
     async fault({ nats }) {
@@ -130,6 +138,58 @@ const SCENARIOS: Scenario[] = [
         await stack.process(label).stop();
         await stack.startService(service, label);
       }
+    },
+  },
+];
+
+/** How long a node stays down or paused: past the clients' 5 s publish timeout and 3 s ack wait. */
+const NODE_DOWN_MS = SHORT ? 8_000 : 20_000;
+
+const CLUSTER_SCENARIOS: Scenario<PrivateNatsCluster>[] = [
+  {
+    // A node that does not lead the events stream: its clients fail over, the stream keeps its quorum.
+    name: "nats-node-kill",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      const node = nats.nodes.find((n) => n !== leader)!;
+      console.log(`  kill -9 ${node.serverName} (the events stream's leader is ${leader.serverName})`);
+      await node.kill();
+      await sleep(NODE_DOWN_MS);
+      await nats.restart(node);
+    },
+  },
+  {
+    name: "nats-leader-kill",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      const killedAt = Date.now();
+      await leader.kill();
+      const next = await nats.streamLeader(stack.eventStream, 30_000);
+      console.log(`  kill -9 ${leader.serverName}, the events stream's leader: ${next.serverName} leads after ${Date.now() - killedAt} ms`);
+      await sleep(Math.max(0, killedAt + NODE_DOWN_MS - Date.now()));
+      await nats.restart(leader);
+    },
+  },
+  {
+    // Each node stopped (SIGTERM) and started again once the one before has caught up, as an upgrade would.
+    name: "nats-rolling",
+    async fault({ nats }) {
+      for (const node of nats.nodes) {
+        await node.kill("SIGTERM");
+        await nats.restart(node);
+      }
+    },
+  },
+  {
+    // The stream's leader stops answering without closing a connection: clients on it see only timeouts.
+    name: "nats-node-pause",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      console.log(`  SIGSTOP ${leader.serverName}, the events stream's leader, for ${NODE_DOWN_MS / 1_000} s`);
+      leader.pause();
+      await sleep(NODE_DOWN_MS);
+      leader.resume();
+      await leader.healthy(60_000);
     },
   },
 ];
@@ -282,8 +342,21 @@ interface ScenarioReport {
   passed: boolean;
 }
 
-async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: PrivateFerretDb, mongo: MongoClient): Promise<ScenarioReport> {
-  const stack = await Stack.start({ natsUrl: nats.url, mongoUrl: ferret.url, toolsets: ["chaos", "operations"], executors: 2, logLevel: "warn" });
+async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
+  scenario: Scenario<N>,
+  nats: N,
+  ferret: PrivateFerretDb,
+  mongo: MongoClient,
+): Promise<ScenarioReport> {
+  const clustered = nats instanceof PrivateNatsCluster;
+  const stack = await Stack.start({
+    natsUrl: clustered ? nats.urls : nats.url,
+    mongoUrl: ferret.url,
+    toolsets: ["chaos", "operations"],
+    executors: 2,
+    logLevel: "warn",
+    streamReplicas: clustered ? 3 : 1,
+  });
   try {
     const load = new Load(stack, scenario.name);
     load.start();
@@ -371,15 +444,20 @@ async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> 
   return gaps;
 }
 
-async function main(): Promise<number> {
-  const wanted = args.scenarios === "all" ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.split(",").includes(s.name));
-  if (wanted.length === 0) throw new Error(`no such scenario; known: ${SCENARIOS.map((s) => s.name).join(", ")}`);
-  const [nats, ferret] = await Promise.all([PrivateNats.start(), PrivateFerretDb.start()]);
+/** Runs the wanted scenarios of `scenarios` one after another on one NATS (server or cluster) and FerretDB. */
+async function runAll<N extends PrivateNats | PrivateNatsCluster>(
+  scenarios: Scenario<N>[],
+  startNats: () => Promise<N>,
+  on: string,
+): Promise<ScenarioReport[]> {
+  const wanted = args.scenarios === "all" ? scenarios : scenarios.filter((s) => args.scenarios.split(",").includes(s.name));
+  if (wanted.length === 0) throw new Error(`no such scenario${args.cluster ? " with --cluster" : ""}; known: ${scenarios.map((s) => s.name).join(", ")}`);
+  const [nats, ferret] = await Promise.all([startNats(), PrivateFerretDb.start()]);
   const mongo = await new MongoClient(ferret.url, { serverSelectionTimeoutMS: 30_000 }).connect();
   const reports: ScenarioReport[] = [];
   try {
     for (const scenario of wanted) {
-      console.log(`${scenario.name}: ${RATE} calls/s of chaos_write, 2 executors${SHORT ? " (short)" : ""}`);
+      console.log(`${scenario.name}: ${RATE} calls/s of chaos_write, 2 executors, ${on}${SHORT ? " (short)" : ""}`);
       const report = await runScenario(scenario, nats, ferret, mongo);
       reports.push(report);
       console.log(`  ${summary(report)}`);
@@ -388,6 +466,13 @@ async function main(): Promise<number> {
     await mongo.close();
     await Promise.all([nats.stop(), ferret.stop()]);
   }
+  return reports;
+}
+
+async function main(): Promise<number> {
+  const reports = args.cluster
+    ? await runAll(CLUSTER_SCENARIOS, () => PrivateNatsCluster.start(), "a three-node NATS cluster, R3 streams")
+    : await runAll(SCENARIOS, () => PrivateNats.start(), "one NATS server");
   console.log("\nscenario            submitted terminal lost dup-effects dup-calls audit-gaps 5xx 503  recovery  verdict");
   for (const r of reports) {
     console.log(
@@ -396,7 +481,7 @@ async function main(): Promise<number> {
         `${(r.recoveryMs / 1_000).toFixed(1).padStart(7)} s  ${r.passed ? "pass" : "FAIL"}`,
     );
   }
-  if (args.json) writeFileSync(args.json, JSON.stringify({ rate: RATE, short: SHORT, reports }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ rate: RATE, short: SHORT, cluster: args.cluster, reports }, null, 2));
   return reports.every((r) => r.passed) ? 0 : 1;
 }
 
