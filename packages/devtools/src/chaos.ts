@@ -27,6 +27,8 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack } from "@toolgate/testkit";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
 
 const { values: args } = parseArgs({
@@ -349,8 +351,9 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
   mongo: MongoClient,
 ): Promise<ScenarioReport> {
   const clustered = nats instanceof PrivateNatsCluster;
+  const natsUrl = clustered ? nats.urls : nats.url;
   const stack = await Stack.start({
-    natsUrl: clustered ? nats.urls : nats.url,
+    natsUrl,
     mongoUrl: ferret.url,
     toolsets: ["chaos", "operations"],
     executors: 2,
@@ -365,7 +368,7 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     const faultEnd = Date.now();
     await sleep(TAIL_MS);
     await load.finish(DRAIN_MS);
-    await stack.quiesce(60_000).catch(() => undefined);
+    await stack.quiesce(60_000).catch((error: unknown) => console.log(`  not quiescent: ${(error as Error).message}`));
 
     const tools = mongo.db(`${stack.name}_tools`);
     const runtime = mongo.db(`${stack.name}_runtime`);
@@ -380,14 +383,25 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
       lost: load.calls.length - ended.length,
       duplicateEffects: await duplicateEffectsPerCall(tools),
       duplicateCalls: load.calls.filter((c) => c.callIds.size > 1).length,
-      auditGaps: await auditGaps(stack, runtime, tools),
+      auditGaps: await auditGaps(stack, runtime, tools, natsUrl),
       fiveXX,
       unavailable503: load.answers.get(503) ?? 0,
       recoveryMs,
       passed: false,
     };
-    for (const call of load.calls.filter((c) => c.endedAt === undefined).slice(0, 5)) {
-      console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${[...call.callIds].join(",") || "none"} last: ${call.last ?? "no answer"}`);
+    const unended = load.calls.filter((c) => c.endedAt === undefined).slice(0, 5);
+    const held = await streamHolds(stack, natsUrl, [...new Set(unended.flatMap((c) => [...c.callIds]))]);
+    // What the orchestrator's store says of the call: its record and its attached outcome (the API reads both).
+    const stored = async (id: string) => {
+      const [record, result] = await Promise.all([
+        runtime.collection<{ _id: string }>("calls").findOne({ _id: id }, { projection: { _id: 1 } }),
+        runtime.collection<{ _id: string; terminal?: string }>("call_results").findOne({ _id: id }, { projection: { terminal: 1 } }),
+      ]);
+      return `record ${record ? "yes" : "no"}, result ${result?.terminal ?? "none"}`;
+    };
+    for (const call of unended) {
+      const ids = await Promise.all([...call.callIds].map(async (id) => `${id} (stream holds: ${held.get(id)}; store: ${await stored(id)})`));
+      console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${ids.join(",") || "none"} last: ${call.last ?? "no answer"}`);
     }
     const invariantsHold = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0;
     report.passed = invariantsHold && (args.gate === "invariants" || recoveryMs <= RECOVERY_LIMIT_MS);
@@ -413,7 +427,7 @@ async function duplicateEffectsPerCall(tools: Db): Promise<number> {
  * a takeover) without any event of that attempt. (An executor that died between claiming attempt 1 and its
  * `started` ran no tool: the attempt that takes it over, and its reconciliation, are the trail.)
  */
-async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> {
+async function auditGaps(stack: Stack, runtime: Db, tools: Db, natsUrl: string): Promise<number> {
   const trails = new Map<string, { type: string; attempt: number; payload: { executor_id?: string } }[]>();
   const trail = async (callId: string) => {
     let events = trails.get(callId);
@@ -426,10 +440,12 @@ async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> 
     }
     return events;
   };
-  let gaps = 0;
+  const gaps: { callId: string; missing: string }[] = [];
   for await (const effect of tools.collection<{ call_id: string; executor: string }>("effects").find({}, { projection: { call_id: 1, executor: 1 } })) {
     const events = await trail(effect.call_id);
-    if (!events.some((e) => e.type === "started" && e.payload.executor_id === effect.executor)) gaps++;
+    if (!events.some((e) => e.type === "started" && e.payload.executor_id === effect.executor)) {
+      gaps.push({ callId: effect.call_id, missing: `started by ${effect.executor}` });
+    }
   }
   const callOfKey = new Map<string, string>();
   for await (const key of runtime.collection<{ _id: string; call_id: string }>("idempotency_keys").find({}, { projection: { call_id: 1 } })) {
@@ -439,9 +455,51 @@ async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> 
     .collection<{ key: string; kind: string; attempt: number }>("idempotency_keys_steps")
     .find({ kind: { $in: ["takeover", "start"] } })) {
     const callId = callOfKey.get(step.key);
-    if (callId && !(await trail(callId)).some((e) => e.attempt === step.attempt)) gaps++;
+    if (callId && !(await trail(callId)).some((e) => e.attempt === step.attempt))
+      gaps.push({ callId, missing: `any event of attempt ${step.attempt} (${step.kind})` });
   }
-  return gaps;
+  if (gaps.length > 0) await describeGaps(stack, natsUrl, gaps.slice(0, 5), trail);
+  return gaps.length;
+}
+
+/**
+ * Prints, for a few audit gaps, what the events stream holds for the call next to what audit stored: tells a
+ * consumer that missed events from a publish that never landed.
+ */
+async function describeGaps(
+  stack: Stack,
+  natsUrl: string,
+  gaps: { callId: string; missing: string }[],
+  trail: (callId: string) => Promise<{ type: string; attempt: number; payload: { executor_id?: string } }[]>,
+): Promise<void> {
+  const held = await streamHolds(
+    stack,
+    natsUrl,
+    gaps.map((g) => g.callId),
+  );
+  for (const { callId, missing } of gaps) {
+    const audited = (await trail(callId)).map((e) => `${e.type}#${e.attempt}${e.payload.executor_id ? `@${e.payload.executor_id}` : ""}`).join(" ");
+    console.log(`  audit gap: call ${callId} lacks ${missing}; stream holds: ${held.get(callId)}; audit holds: ${audited || "nothing"}`);
+  }
+}
+
+/** The events the stack's stream holds for each call, by type with their counts (e.g. `proposed×1 started×2`). */
+async function streamHolds(stack: Stack, natsUrl: string, callIds: string[]): Promise<Map<string, string>> {
+  const held = new Map<string, string>();
+  const nc = await connect({ servers: natsUrl.split(","), timeout: 5_000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const callId of callIds) {
+      const info = await jsm.streams.info(stack.eventStream, { subjects_filter: `${stack.name}.call.${callId}.*` });
+      const types = Object.entries(info.state.subjects ?? {}).map(([subject, count]) => `${subject.split(".").pop()}×${count}`);
+      held.set(callId, types.join(" ") || "nothing");
+    }
+  } catch (error) {
+    for (const callId of callIds) held.set(callId, `unknown (${(error as Error).message})`);
+  } finally {
+    await nc.close();
+  }
+  return held;
 }
 
 /** Runs the wanted scenarios of `scenarios` one after another on one NATS (server or cluster) and FerretDB. */

@@ -118,18 +118,22 @@ export class PrivateNatsNode extends PrivateServer {
    */
   async healthy(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    let last = "no answer";
     for (;;) {
-      try {
-        const response = await fetch(`http://127.0.0.1:${this.httpPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
-        if (response.ok) return;
-        last = `${response.status} ${await response.text()}`;
-      } catch (error) {
-        last = (error as Error).message;
-      }
+      const problem = await this.#healthProblem();
+      if (problem === undefined) return;
       if (!this.running) throw new Error(`${this.name} is not running`);
-      if (Date.now() > deadline) throw new Error(`${this.name} not healthy after ${timeoutMs} ms: ${last}`);
+      if (Date.now() > deadline) throw new Error(`${this.name} not healthy after ${timeoutMs} ms: ${problem}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** Why `/healthz` is not OK now, or undefined when it is. */
+  async #healthProblem(): Promise<string | undefined> {
+    try {
+      const response = await fetch(`http://127.0.0.1:${this.httpPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      return response.ok ? undefined : `${response.status} ${await response.text()}`;
+    } catch (error) {
+      return (error as Error).message;
     }
   }
 
