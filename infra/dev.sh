@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Toolgate's development entry point. On a fresh machine of the dev kind (Node 20, npm, Go, PostgreSQL and
-# NATS packages reachable; no Docker, no MongoDB) it installs and starts everything the project needs.
+# Toolgate's development entry point. On a fresh machine of the dev kind (Node 20, npm, Go with its module
+# proxy, PostgreSQL packages reachable; no Docker, no MongoDB) it installs and starts everything the project needs.
 #
 #   ./infra/dev.sh demo     install, build, start the four services and run the C04 case, printing its trace
 #   ./infra/dev.sh test     install, build and run the whole test suite against real NATS and FerretDB
@@ -235,6 +235,6 @@ case "$cmd" in
     log "stopped"
     ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 esac

@@ -226,9 +226,10 @@ export class PrivateNatsCluster {
   async streamLeader(stream: string, timeoutMs = 10_000): Promise<PrivateNatsNode> {
     const live = this.nodes.filter((node) => node.running && !node.paused);
     if (live.length === 0) throw new Error("no node of the cluster is running");
-    const nc = await connect({ servers: live.map((node) => node.url), timeout: 2_000 });
+    const nc = await connect({ servers: live.map((node) => node.url), timeout: 5_000 });
     try {
-      const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+      // No account-info check up front: during an election it can time out, and the loop below retries anyway.
+      const jsm = await jetstreamManager(nc, { timeout: 2_000, checkAPI: false });
       const deadline = Date.now() + timeoutMs;
       let last = "no answer";
       for (;;) {
