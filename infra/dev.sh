@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Toolgate's development entry point. On a fresh machine of the dev kind (Node 20, npm, Go, PostgreSQL and
-# NATS packages reachable; no Docker, no MongoDB) it installs and starts everything the project needs.
+# Toolgate's development entry point. On a fresh machine of the dev kind (Node 20, npm, Go with its module
+# proxy, PostgreSQL packages reachable; no Docker, no MongoDB) it installs and starts everything the project needs.
 #
 #   ./infra/dev.sh demo     install, build, start the four services and run the C04 case, printing its trace
 #   ./infra/dev.sh test     install, build and run the whole test suite against real NATS and FerretDB
 #   ./infra/dev.sh bench    install, build and run the end-to-end benchmark
 #   ./infra/dev.sh chaos    install, build and run the chaos suite (faults under load; see README, Chaos)
 #   ./infra/dev.sh up       only install and start the infrastructure; prints the environment to use
-#   ./infra/dev.sh down     stop the FerretDB this script started
+#   ./infra/dev.sh up --cluster   the same with a three-node NATS cluster on loopback (streams with 3 replicas)
+#   ./infra/dev.sh down     stop the NATS servers and the FerretDB this script started
+#
+# NATS is the project's own nats-server (NATS_VERSION, built once from the Go module proxy into infra/.bin),
+# configured from infra/nats/ (JetStream file storage, `sync_interval: always`) on 127.0.0.1:14222; a server
+# already on 4222 (the machine's own) is left alone. `demo`, `bench` and `chaos` take `--cluster` too.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +20,11 @@ STATE="$ROOT/infra/.state"
 BIN="$ROOT/infra/.bin"
 PNPM_VERSION="12.4.2"
 FERRETDB_VERSION="v1.24.2"
-NATS_URL="${TOOLGATE_NATS_URL:-nats://127.0.0.1:4222}"
+# Toolgate needs ≥ 2.12.3 (README, "NATS versions"); dev, CI and the tests run what production should.
+NATS_VERSION="v2.15.2"
+NATS_PORT="${TOOLGATE_NATS_PORT:-14222}"
+# The cluster's nodes: client ports CLUSTER_PORT+0..2, routes +2000, monitoring +4000.
+CLUSTER_PORT="${TOOLGATE_NATS_CLUSTER_PORT:-14231}"
 PG_URL="${TOOLGATE_FERRETDB_PG_URL:-postgres://postgres@127.0.0.1:5432/toolgate_ferretdb}"
 MONGO_PORT="${TOOLGATE_FERRETDB_PORT:-27117}"
 MONGO_URL="mongodb://127.0.0.1:${MONGO_PORT}"
@@ -40,20 +49,57 @@ ensure_node_deps() {
   (cd "$ROOT" && pnpm install --frozen-lockfile --reporter=silent)
 }
 
+ensure_nats_binary() {
+  if [ -x "$BIN/nats-server" ] && [ "$("$BIN/nats-server" --version)" = "nats-server: $NATS_VERSION" ]; then return; fi
+  command -v go >/dev/null || die "Go is required to build nats-server"
+  log "building nats-server $NATS_VERSION from the Go module proxy (once)"
+  GOBIN="$BIN" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION" || die "could not build nats-server $NATS_VERSION"
+}
+
+# Starts one nats-server from a configuration in infra/nats/ unless its client port already answers (a server
+# this script started before); the environment names the node, its ports and its store.
+start_nats_node() {
+  local name="$1" conf="$2" port="$3" http="$4"
+  shift 4
+  if port_open 127.0.0.1 "$port"; then return; fi
+  log "starting nats-server $NATS_VERSION ($name) with JetStream on 127.0.0.1:$port"
+  mkdir -p "$STATE/$name"
+  env TOOLGATE_NATS_NAME="$name" TOOLGATE_NATS_LISTEN="127.0.0.1:$port" TOOLGATE_NATS_HTTP="127.0.0.1:$http" \
+    TOOLGATE_NATS_STORE_DIR="$STATE/$name" "$@" \
+    nohup "$BIN/nats-server" -c "$ROOT/infra/nats/$conf" >"$STATE/$name.log" 2>&1 &
+  echo $! >"$STATE/$name.pid"
+}
+
+# Waits until the server's JetStream is up (in a cluster: a meta leader is elected and its streams are current).
+wait_nats_ready() {
+  local name="$1" http="$2"
+  for _ in $(seq 1 300); do
+    curl -fsS "http://127.0.0.1:$http/healthz" >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  die "nats-server $name is not healthy after 30 s; see $STATE/$name.log"
+}
+
 ensure_nats() {
-  local host port
-  host="$(echo "$NATS_URL" | sed -E 's#^nats://([^:/]+):([0-9]+).*#\1#')"
-  port="$(echo "$NATS_URL" | sed -E 's#^nats://([^:/]+):([0-9]+).*#\2#')"
-  if port_open "$host" "$port"; then return; fi
-  local server
-  server="$(command -v nats-server || true)"
-  [ -n "$server" ] || [ ! -x /usr/sbin/nats-server ] || server=/usr/sbin/nats-server
-  if [ -z "$server" ]; then apt_install nats-server; server="$(command -v nats-server || echo /usr/sbin/nats-server)"; fi
-  log "starting nats-server with JetStream on $host:$port"
-  mkdir -p "$STATE/nats"
-  nohup "$server" -a "$host" -p "$port" -js -sd "$STATE/nats" >"$STATE/nats.log" 2>&1 &
-  for _ in $(seq 1 100); do port_open "$host" "$port" && return; sleep 0.1; done
-  die "nats-server did not start; see $STATE/nats.log"
+  ensure_nats_binary
+  start_nats_node nats server.conf "$NATS_PORT" "$((NATS_PORT + 4000))"
+  wait_nats_ready nats "$((NATS_PORT + 4000))"
+  NATS_URL="nats://127.0.0.1:$NATS_PORT"
+  STREAM_REPLICAS=1
+}
+
+ensure_nats_cluster() {
+  ensure_nats_binary
+  local routes=() urls=() i
+  for i in 0 1 2; do routes+=("TOOLGATE_NATS_ROUTE_$((i + 1))=nats-route://127.0.0.1:$((CLUSTER_PORT + 2000 + i))"); done
+  for i in 0 1 2; do
+    start_nats_node "nats-$((i + 1))" cluster-node.conf "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
+      TOOLGATE_NATS_CLUSTER_LISTEN="127.0.0.1:$((CLUSTER_PORT + 2000 + i))" "${routes[@]}"
+    urls+=("nats://127.0.0.1:$((CLUSTER_PORT + i))")
+  done
+  for i in 0 1 2; do wait_nats_ready "nats-$((i + 1))" "$((CLUSTER_PORT + 4000 + i))"; done
+  NATS_URL="$(IFS=,; echo "${urls[*]}")"
+  STREAM_REPLICAS=3
 }
 
 ensure_postgres() {
@@ -136,24 +182,33 @@ ensure_chromium() {
   [ -x /usr/bin/chromium ] || die "chromium did not install"
 }
 
+CLUSTER=0
 up() {
   ensure_node_deps
-  ensure_nats
+  command -v curl >/dev/null || apt_install curl
+  if [ "$CLUSTER" = 1 ]; then ensure_nats_cluster; else ensure_nats; fi
   ensure_ferretdb
   export TOOLGATE_TEST_NATS_URL="$NATS_URL" TOOLGATE_TEST_MONGO_URL="$MONGO_URL"
-  export NATS_URL MONGO_URL
+  export NATS_URL MONGO_URL STREAM_REPLICAS
 }
 
 build() { (cd "$ROOT" && pnpm run build); }
 
 cmd="${1:-help}"
 shift || true
+# `--cluster` (anywhere after the command) selects the three-node NATS cluster; the rest goes to the command.
+# chaos keeps it: its cluster scenarios start private clusters of their own.
+rest=()
+for arg in "$@"; do if [ "$arg" = --cluster ] && [ "$cmd" != chaos ]; then CLUSTER=1; else rest+=("$arg"); fi; done
+set -- "${rest[@]+"${rest[@]}"}"
 case "$cmd" in
   up)
     up
-    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL"
+    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS"
     ;;
   test)
+    # The suite's tests connect to one server; the cluster's faults are the chaos suite's (`chaos --cluster`).
+    [ "$CLUSTER" = 0 ] || die "the test suite runs on one server; run ./infra/dev.sh chaos --cluster for the cluster"
     up && ensure_chromium && build
     cd "$ROOT" && exec pnpm exec vitest run "$@"
     ;;
@@ -170,10 +225,16 @@ case "$cmd" in
     cd "$ROOT" && exec node packages/devtools/dist/chaos.js "$@"
     ;;
   down)
-    [ -f "$STATE/ferretdb.pid" ] && kill "$(cat "$STATE/ferretdb.pid")" 2>/dev/null && rm -f "$STATE/ferretdb.pid"
+    for pidfile in "$STATE"/nats.pid "$STATE"/nats-[123].pid "$STATE"/ferretdb.pid; do
+      [ -f "$pidfile" ] || continue
+      pid="$(cat "$pidfile")"
+      # Only a process still running this checkout's binary: a recycled pid is someone else's.
+      if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$BIN/"; then kill "$pid"; fi
+      rm -f "$pidfile"
+    done
     log "stopped"
     ;;
   *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 esac

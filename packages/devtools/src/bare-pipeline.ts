@@ -287,7 +287,7 @@ function readCpu(pids: Record<string, number[]>): Record<string, number> {
 
 /**
  * The nats-server processes on this host. With several (a local cluster, or an unrelated server) keep the ones
- * whose command line names our port, when any does.
+ * whose command line or environment (infra/nats/ configurations read the address from it) names our port.
  */
 function natsServerPids(natsUrl: string): number[] {
   const found: { pid: number; args: string[] }[] = [];
@@ -299,7 +299,13 @@ function natsServerPids(natsUrl: string): number[] {
     } catch {
       continue;
     }
-    if (basename(args[0] ?? "").includes("nats-server")) found.push({ pid: Number(entry), args });
+    if (!basename(args[0] ?? "").includes("nats-server")) continue;
+    try {
+      args.push(...readFileSync(`/proc/${entry}/environ`, "utf8").split("\0"));
+    } catch {
+      // Another user's process: its command line is all there is to go by.
+    }
+    found.push({ pid: Number(entry), args });
   }
   if (found.length <= 1) return found.map((p) => p.pid);
   const first = natsUrl.split(",")[0] ?? "";

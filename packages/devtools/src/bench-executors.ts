@@ -36,6 +36,8 @@ const { values: args } = parseArgs({
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
+/** Replicas of the stack's streams: 3 on the cluster of `./infra/dev.sh up --cluster`, which exports it. */
+const STREAM_REPLICAS = Number(process.env.STREAM_REPLICAS ?? "1");
 
 interface CallResponse {
   run_id: string;
@@ -120,6 +122,7 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
   const stack = await Stack.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
+    streamReplicas: STREAM_REPLICAS,
     toolsets: ["bench"],
     executors,
     logLevel: "warn",

@@ -13,6 +13,8 @@ import { MongoClient } from "mongodb";
 const { values: args } = parseArgs({ options: { runs: { type: "string", default: "5" }, warmup: { type: "string", default: "2" } } });
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
+/** Replicas of the stack's streams: 3 on the cluster of `./infra/dev.sh up --cluster`, which exports it. */
+const STREAM_REPLICAS = Number(process.env.STREAM_REPLICAS ?? "1");
 const TURNS = 11;
 
 function median(values: number[]): number {
@@ -21,7 +23,13 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<void> {
-  const stack = await Stack.start({ natsUrl: NATS_URL, mongoUrl: MONGO_URL, toolsets: ["research", "bench"], logLevel: "warn" });
+  const stack = await Stack.start({
+    natsUrl: NATS_URL,
+    mongoUrl: MONGO_URL,
+    streamReplicas: STREAM_REPLICAS,
+    toolsets: ["research", "bench"],
+    logLevel: "warn",
+  });
   const mongo = await new MongoClient(MONGO_URL).connect();
   const perTurn: number[] = [];
   try {

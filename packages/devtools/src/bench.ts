@@ -47,6 +47,8 @@ const { values: args } = parseArgs({
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
+/** Replicas of the stack's streams: 3 on the cluster of `./infra/dev.sh up --cluster`, which exports it. */
+const STREAM_REPLICAS = Number(process.env.STREAM_REPLICAS ?? "1");
 /** Where FerretDB keeps its data (infra/dev.sh's default); used only to read PostgreSQL's table counters. */
 const PG_URL = process.env.TOOLGATE_FERRETDB_PG_URL ?? "postgres://postgres@127.0.0.1:5432/toolgate_ferretdb";
 /** Spans each service keeps for the critical-path accounting of the idle phase (a few per call). */
@@ -243,6 +245,7 @@ async function oneRun(index: number): Promise<RunFigures> {
   const stack = await Stack.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
+    streamReplicas: STREAM_REPLICAS,
     toolsets: ["bench"],
     executors: Number(args.executors),
     logLevel: "warn",

@@ -7,12 +7,17 @@
  * trail), 5xx answers other than 503, and the
  * recovery time (from the end of the fault until every call submitted before then has its outcome).
  *
+ * With `--cluster` the stack runs on a three-node NATS cluster (`PrivateNatsCluster`, streams with three
+ * replicas) and the faults hit its nodes: one node killed -9 and brought back, the node that leads the events
+ * stream killed, all three restarted one after another, and the events stream's leader paused (SIGSTOP) for
+ * longer than the clients' publish and ack timeouts.
+ *
  * The client is the one a careful host would write: each logical call carries its own `Idempotency-Key`, and
  * a submission whose answer did not arrive (a reset connection, a timeout, 503, 409 while the first is in
  * flight) is sent again, unchanged, until it answers. The servers are private (`PrivateNats`,
  * `PrivateFerretDb`): the suite kills its own, never the shared ones.
  *
- *   node packages/devtools/dist/chaos.js [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
+ *   node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
  *
  * `--short` shortens every fault and the load around it. Exits 1 when any scenario loses a call, duplicates
  * an effect, leaves an audit gap, answers 5xx other than 503, or (unless `--gate invariants`) recovers in more
@@ -21,7 +26,9 @@
  */
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { PrivateFerretDb, PrivateNats, Stack } from "@toolgate/testkit";
+import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack } from "@toolgate/testkit";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
 
 const { values: args } = parseArgs({
@@ -32,6 +39,8 @@ const { values: args } = parseArgs({
     json: { type: "string" },
     /** `all`: a scenario passes only within the recovery limit too; `invariants`: lost, duplicates, gaps and 5xx only. */
     gate: { type: "string", default: "all" },
+    /** Run the cluster scenarios, on a three-node NATS cluster with R3 streams, instead of the single-server ones. */
+    cluster: { type: "boolean", default: false },
   },
 });
 
@@ -46,19 +55,20 @@ const TERMINAL = new Set(["completed", "outcome_unknown", "rejected", "denied"])
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface FaultContext {
+/** What a fault can hit: the stack, its NATS (one server or a cluster) and its FerretDB. */
+interface FaultContext<N> {
   stack: Stack;
-  nats: PrivateNats;
+  nats: N;
   ferret: PrivateFerretDb;
 }
 
-interface Scenario {
+interface Scenario<N> {
   name: string;
   /** Injects the fault; resolves when it is over (the process restarted, the server resumed). */
-  fault(ctx: FaultContext): Promise<void>;
+  fault(ctx: FaultContext<N>): Promise<void>;
 }
 
-const SCENARIOS: Scenario[] = [
+const SCENARIOS: Scenario<PrivateNats>[] = [
   {
     name: "nats-kill",
     async fault({ nats }) {
@@ -130,6 +140,58 @@ const SCENARIOS: Scenario[] = [
         await stack.process(label).stop();
         await stack.startService(service, label);
       }
+    },
+  },
+];
+
+/** How long a node stays down or paused: past the clients' 5 s publish timeout and 3 s ack wait. */
+const NODE_DOWN_MS = SHORT ? 8_000 : 20_000;
+
+const CLUSTER_SCENARIOS: Scenario<PrivateNatsCluster>[] = [
+  {
+    // A node that does not lead the events stream: its clients fail over, the stream keeps its quorum.
+    name: "nats-node-kill",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      const node = nats.nodes.find((n) => n !== leader)!;
+      console.log(`  kill -9 ${node.serverName} (the events stream's leader is ${leader.serverName})`);
+      await node.kill();
+      await sleep(NODE_DOWN_MS);
+      await nats.restart(node);
+    },
+  },
+  {
+    name: "nats-leader-kill",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      const killedAt = Date.now();
+      await leader.kill();
+      const next = await nats.streamLeader(stack.eventStream, 30_000);
+      console.log(`  kill -9 ${leader.serverName}, the events stream's leader: ${next.serverName} leads after ${Date.now() - killedAt} ms`);
+      await sleep(Math.max(0, killedAt + NODE_DOWN_MS - Date.now()));
+      await nats.restart(leader);
+    },
+  },
+  {
+    // Each node stopped (SIGTERM) and started again once the one before has caught up, as an upgrade would.
+    name: "nats-rolling",
+    async fault({ nats }) {
+      for (const node of nats.nodes) {
+        await node.kill("SIGTERM");
+        await nats.restart(node);
+      }
+    },
+  },
+  {
+    // The stream's leader stops answering without closing a connection: clients on it see only timeouts.
+    name: "nats-node-pause",
+    async fault({ stack, nats }) {
+      const leader = await nats.streamLeader(stack.eventStream);
+      console.log(`  SIGSTOP ${leader.serverName}, the events stream's leader, for ${NODE_DOWN_MS / 1_000} s`);
+      leader.pause();
+      await sleep(NODE_DOWN_MS);
+      leader.resume();
+      await leader.healthy(60_000);
     },
   },
 ];
@@ -282,8 +344,22 @@ interface ScenarioReport {
   passed: boolean;
 }
 
-async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: PrivateFerretDb, mongo: MongoClient): Promise<ScenarioReport> {
-  const stack = await Stack.start({ natsUrl: nats.url, mongoUrl: ferret.url, toolsets: ["chaos", "operations"], executors: 2, logLevel: "warn" });
+async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
+  scenario: Scenario<N>,
+  nats: N,
+  ferret: PrivateFerretDb,
+  mongo: MongoClient,
+): Promise<ScenarioReport> {
+  const clustered = nats instanceof PrivateNatsCluster;
+  const natsUrl = clustered ? nats.urls : nats.url;
+  const stack = await Stack.start({
+    natsUrl,
+    mongoUrl: ferret.url,
+    toolsets: ["chaos", "operations"],
+    executors: 2,
+    logLevel: "warn",
+    streamReplicas: clustered ? 3 : 1,
+  });
   try {
     const load = new Load(stack, scenario.name);
     load.start();
@@ -292,7 +368,7 @@ async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: Privat
     const faultEnd = Date.now();
     await sleep(TAIL_MS);
     await load.finish(DRAIN_MS);
-    await stack.quiesce(60_000).catch(() => undefined);
+    await stack.quiesce(60_000).catch((error: unknown) => console.log(`  not quiescent: ${(error as Error).message}`));
 
     const tools = mongo.db(`${stack.name}_tools`);
     const runtime = mongo.db(`${stack.name}_runtime`);
@@ -307,14 +383,25 @@ async function runScenario(scenario: Scenario, nats: PrivateNats, ferret: Privat
       lost: load.calls.length - ended.length,
       duplicateEffects: await duplicateEffectsPerCall(tools),
       duplicateCalls: load.calls.filter((c) => c.callIds.size > 1).length,
-      auditGaps: await auditGaps(stack, runtime, tools),
+      auditGaps: await auditGaps(stack, runtime, tools, natsUrl),
       fiveXX,
       unavailable503: load.answers.get(503) ?? 0,
       recoveryMs,
       passed: false,
     };
-    for (const call of load.calls.filter((c) => c.endedAt === undefined).slice(0, 5)) {
-      console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${[...call.callIds].join(",") || "none"} last: ${call.last ?? "no answer"}`);
+    const unended = load.calls.filter((c) => c.endedAt === undefined).slice(0, 5);
+    const held = await streamHolds(stack, natsUrl, [...new Set(unended.flatMap((c) => [...c.callIds]))]);
+    // What the orchestrator's store says of the call: its record and its attached outcome (the API reads both).
+    const stored = async (id: string) => {
+      const [record, result] = await Promise.all([
+        runtime.collection<{ _id: string }>("calls").findOne({ _id: id }, { projection: { _id: 1 } }),
+        runtime.collection<{ _id: string; terminal?: string }>("call_results").findOne({ _id: id }, { projection: { terminal: 1 } }),
+      ]);
+      return `record ${record ? "yes" : "no"}, result ${result?.terminal ?? "none"}`;
+    };
+    for (const call of unended) {
+      const ids = await Promise.all([...call.callIds].map(async (id) => `${id} (stream holds: ${held.get(id)}; store: ${await stored(id)})`));
+      console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${ids.join(",") || "none"} last: ${call.last ?? "no answer"}`);
     }
     const invariantsHold = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0;
     report.passed = invariantsHold && (args.gate === "invariants" || recoveryMs <= RECOVERY_LIMIT_MS);
@@ -340,7 +427,7 @@ async function duplicateEffectsPerCall(tools: Db): Promise<number> {
  * a takeover) without any event of that attempt. (An executor that died between claiming attempt 1 and its
  * `started` ran no tool: the attempt that takes it over, and its reconciliation, are the trail.)
  */
-async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> {
+async function auditGaps(stack: Stack, runtime: Db, tools: Db, natsUrl: string): Promise<number> {
   const trails = new Map<string, { type: string; attempt: number; payload: { executor_id?: string } }[]>();
   const trail = async (callId: string) => {
     let events = trails.get(callId);
@@ -353,10 +440,12 @@ async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> 
     }
     return events;
   };
-  let gaps = 0;
+  const gaps: { callId: string; missing: string }[] = [];
   for await (const effect of tools.collection<{ call_id: string; executor: string }>("effects").find({}, { projection: { call_id: 1, executor: 1 } })) {
     const events = await trail(effect.call_id);
-    if (!events.some((e) => e.type === "started" && e.payload.executor_id === effect.executor)) gaps++;
+    if (!events.some((e) => e.type === "started" && e.payload.executor_id === effect.executor)) {
+      gaps.push({ callId: effect.call_id, missing: `started by ${effect.executor}` });
+    }
   }
   const callOfKey = new Map<string, string>();
   for await (const key of runtime.collection<{ _id: string; call_id: string }>("idempotency_keys").find({}, { projection: { call_id: 1 } })) {
@@ -366,20 +455,67 @@ async function auditGaps(stack: Stack, runtime: Db, tools: Db): Promise<number> 
     .collection<{ key: string; kind: string; attempt: number }>("idempotency_keys_steps")
     .find({ kind: { $in: ["takeover", "start"] } })) {
     const callId = callOfKey.get(step.key);
-    if (callId && !(await trail(callId)).some((e) => e.attempt === step.attempt)) gaps++;
+    if (callId && !(await trail(callId)).some((e) => e.attempt === step.attempt))
+      gaps.push({ callId, missing: `any event of attempt ${step.attempt} (${step.kind})` });
   }
-  return gaps;
+  if (gaps.length > 0) await describeGaps(stack, natsUrl, gaps.slice(0, 5), trail);
+  return gaps.length;
 }
 
-async function main(): Promise<number> {
-  const wanted = args.scenarios === "all" ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.split(",").includes(s.name));
-  if (wanted.length === 0) throw new Error(`no such scenario; known: ${SCENARIOS.map((s) => s.name).join(", ")}`);
-  const [nats, ferret] = await Promise.all([PrivateNats.start(), PrivateFerretDb.start()]);
+/**
+ * Prints, for a few audit gaps, what the events stream holds for the call next to what audit stored: tells a
+ * consumer that missed events from a publish that never landed.
+ */
+async function describeGaps(
+  stack: Stack,
+  natsUrl: string,
+  gaps: { callId: string; missing: string }[],
+  trail: (callId: string) => Promise<{ type: string; attempt: number; payload: { executor_id?: string } }[]>,
+): Promise<void> {
+  const held = await streamHolds(
+    stack,
+    natsUrl,
+    gaps.map((g) => g.callId),
+  );
+  for (const { callId, missing } of gaps) {
+    const audited = (await trail(callId)).map((e) => `${e.type}#${e.attempt}${e.payload.executor_id ? `@${e.payload.executor_id}` : ""}`).join(" ");
+    console.log(`  audit gap: call ${callId} lacks ${missing}; stream holds: ${held.get(callId)}; audit holds: ${audited || "nothing"}`);
+  }
+}
+
+/** The events the stack's stream holds for each call, by type with their counts (e.g. `proposed×1 started×2`). */
+async function streamHolds(stack: Stack, natsUrl: string, callIds: string[]): Promise<Map<string, string>> {
+  const held = new Map<string, string>();
+  const nc = await connect({ servers: natsUrl.split(","), timeout: 5_000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const callId of callIds) {
+      const info = await jsm.streams.info(stack.eventStream, { subjects_filter: `${stack.name}.call.${callId}.*` });
+      const types = Object.entries(info.state.subjects ?? {}).map(([subject, count]) => `${subject.split(".").pop()}×${count}`);
+      held.set(callId, types.join(" ") || "nothing");
+    }
+  } catch (error) {
+    for (const callId of callIds) held.set(callId, `unknown (${(error as Error).message})`);
+  } finally {
+    await nc.close();
+  }
+  return held;
+}
+
+/** Runs the wanted scenarios of `scenarios` one after another on one NATS (server or cluster) and FerretDB. */
+async function runAll<N extends PrivateNats | PrivateNatsCluster>(
+  scenarios: Scenario<N>[],
+  startNats: () => Promise<N>,
+  on: string,
+): Promise<ScenarioReport[]> {
+  const wanted = args.scenarios === "all" ? scenarios : scenarios.filter((s) => args.scenarios.split(",").includes(s.name));
+  if (wanted.length === 0) throw new Error(`no such scenario${args.cluster ? " with --cluster" : ""}; known: ${scenarios.map((s) => s.name).join(", ")}`);
+  const [nats, ferret] = await Promise.all([startNats(), PrivateFerretDb.start()]);
   const mongo = await new MongoClient(ferret.url, { serverSelectionTimeoutMS: 30_000 }).connect();
   const reports: ScenarioReport[] = [];
   try {
     for (const scenario of wanted) {
-      console.log(`${scenario.name}: ${RATE} calls/s of chaos_write, 2 executors${SHORT ? " (short)" : ""}`);
+      console.log(`${scenario.name}: ${RATE} calls/s of chaos_write, 2 executors, ${on}${SHORT ? " (short)" : ""}`);
       const report = await runScenario(scenario, nats, ferret, mongo);
       reports.push(report);
       console.log(`  ${summary(report)}`);
@@ -388,6 +524,13 @@ async function main(): Promise<number> {
     await mongo.close();
     await Promise.all([nats.stop(), ferret.stop()]);
   }
+  return reports;
+}
+
+async function main(): Promise<number> {
+  const reports = args.cluster
+    ? await runAll(CLUSTER_SCENARIOS, () => PrivateNatsCluster.start(), "a three-node NATS cluster, R3 streams")
+    : await runAll(SCENARIOS, () => PrivateNats.start(), "one NATS server");
   console.log("\nscenario            submitted terminal lost dup-effects dup-calls audit-gaps 5xx 503  recovery  verdict");
   for (const r of reports) {
     console.log(
@@ -396,7 +539,7 @@ async function main(): Promise<number> {
         `${(r.recoveryMs / 1_000).toFixed(1).padStart(7)} s  ${r.passed ? "pass" : "FAIL"}`,
     );
   }
-  if (args.json) writeFileSync(args.json, JSON.stringify({ rate: RATE, short: SHORT, reports }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ rate: RATE, short: SHORT, cluster: args.cluster, reports }, null, 2));
   return reports.every((r) => r.passed) ? 0 : 1;
 }
 

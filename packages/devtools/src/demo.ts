@@ -8,6 +8,8 @@ import type { ToolgateEvent } from "@toolgate/contracts";
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
+/** Replicas of the stack's streams: 3 on the cluster of `./infra/dev.sh up --cluster`, which exports it. */
+const STREAM_REPLICAS = Number(process.env.STREAM_REPLICAS ?? "1");
 
 const CASES = [
   { title: "C04: search → fetch → save evidence", model: "scripted:c04" },
@@ -70,6 +72,7 @@ async function main(): Promise<void> {
   const stack = await Stack.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
+    streamReplicas: STREAM_REPLICAS,
     logLevel: "warn",
     // The timeout run needs a backend that is slow for one query; the search tool's contract allows 2 s.
     env: { executor: { EXECUTOR_FAULTS: JSON.stringify({ slowSearch: { pattern: "slow backend", delayMs: 5_000 } }) } },

@@ -3,12 +3,12 @@ import { GenericContainer, Wait } from "testcontainers";
 import type { InfraTeardown, TestInfra } from "./infra.js";
 
 /**
- * Starts NATS (JetStream, the production server line) and a MongoDB replica set in containers, waiting for
+ * Starts NATS (JetStream, the version infra/dev.sh builds, fsync on every write) and a MongoDB replica set in containers, waiting for
  * real readiness (the server's own log line / a replica-set primary), not for "process started".
  */
 export async function startContainers(): Promise<{ infra: TestInfra; teardown: InfraTeardown }> {
   const [nats, mongo] = await Promise.all([
-    new GenericContainer("nats:2.12-alpine")
+    new GenericContainer("nats:2.15.2-alpine")
       .withCommand(["-js", "--sync_interval", "always"])
       .withExposedPorts(4222)
       .withWaitStrategy(Wait.forLogMessage(/Server is ready/))

@@ -1,3 +1,5 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, Socket } from "node:net";
@@ -6,10 +8,11 @@ import { join } from "node:path";
 import { REPO_ROOT } from "./service-process.js";
 
 /**
- * A NATS server and a FerretDB of one's own, for tests and the chaos suite that kill, pause and restart the
- * servers themselves — never the shared ones other tests run against. Both are the dev machine's binaries
- * (`./infra/dev.sh up` installs nats-server and builds FerretDB); FerretDB keeps its data in a PostgreSQL
- * database of its own on the local server, dropped by `stop()`.
+ * A NATS server, a three-node NATS cluster and a FerretDB of one's own, for tests and the chaos suite that
+ * kill, pause and restart the servers themselves — never the shared ones other tests run against. All run the
+ * project's builds (`./infra/dev.sh up` builds nats-server and FerretDB into infra/.bin) and NATS runs the
+ * configurations in infra/nats/ (file storage, `sync_interval: always`); FerretDB keeps its data in a
+ * PostgreSQL database of its own on the local server, dropped by `stop()`.
  */
 
 const PG = { host: "127.0.0.1", port: 5432, user: "postgres" };
@@ -17,6 +20,7 @@ const PG = { host: "127.0.0.1", port: 5432, user: "postgres" };
 /** One server process that can be killed, paused and started again on the same port and data. */
 abstract class PrivateServer {
   #child: ChildProcess | undefined;
+  #paused = false;
   protected abstract readonly name: string;
 
   protected constructor(readonly port: number) {}
@@ -53,11 +57,17 @@ abstract class PrivateServer {
 
   /** Stops the process (SIGSTOP): connections stay open and nothing answers. */
   pause(): void {
-    this.#child?.kill("SIGSTOP");
+    if (this.#child?.kill("SIGSTOP")) this.#paused = true;
   }
 
   resume(): void {
     this.#child?.kill("SIGCONT");
+    this.#paused = false;
+  }
+
+  /** Whether the process is stopped by {@link pause}. */
+  get paused(): boolean {
+    return this.running && this.#paused;
   }
 
   protected abstract spawn(): ChildProcess;
@@ -68,34 +78,180 @@ abstract class PrivateServer {
   }
 }
 
-export class PrivateNats extends PrivateServer {
-  protected readonly name = "nats-server";
+/** The ports and settings one nats-server process reads from the environment (see infra/nats/*.conf). */
+interface NatsNodeSettings {
+  serverName: string;
+  port: number;
+  httpPort: number;
+  /** A configuration file in infra/nats/. */
+  config: "server.conf" | "cluster-node.conf";
+  env: Record<string, string>;
+}
+
+/**
+ * One nats-server of the project's build, its store in a temporary directory kept across restarts. `start()`
+ * resolves once the client port listens; {@link healthy} waits for JetStream itself.
+ */
+export class PrivateNatsNode extends PrivateServer {
+  protected readonly name: string;
+  readonly serverName: string;
+  readonly httpPort: number;
+  readonly #binary = natsBinary();
   readonly #storeDir = mkdtempSync(join(tmpdir(), "tg-nats-"));
-  readonly #binary: string;
+  readonly #settings: NatsNodeSettings;
 
-  private constructor(port: number, binary: string) {
-    super(port);
-    this.#binary = binary;
-  }
-
-  /** A JetStream-enabled nats-server on a free port, its store in a temporary directory kept across restarts. */
-  static async start(): Promise<PrivateNats> {
-    const server = new PrivateNats(await freePort(), natsBinary());
-    await server.start();
-    return server;
+  constructor(settings: NatsNodeSettings) {
+    super(settings.port);
+    this.#settings = settings;
+    this.serverName = settings.serverName;
+    this.httpPort = settings.httpPort;
+    this.name = `nats-server ${settings.serverName}`;
   }
 
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  /**
+   * Resolves once the monitoring endpoint reports JetStream healthy: enabled, and in a cluster with a meta
+   * leader and this node's streams and consumers current. Throws after `timeoutMs`.
+   */
+  async healthy(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const problem = await this.#healthProblem();
+      if (problem === undefined) return;
+      if (!this.running) throw new Error(`${this.name} is not running`);
+      if (Date.now() > deadline) throw new Error(`${this.name} not healthy after ${timeoutMs} ms: ${problem}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** Why `/healthz` is not OK now, or undefined when it is. */
+  async #healthProblem(): Promise<string | undefined> {
+    try {
+      const response = await fetch(`http://127.0.0.1:${this.httpPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      return response.ok ? undefined : `${response.status} ${await response.text()}`;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+
   protected spawn(): ChildProcess {
-    return spawn(this.#binary, ["-a", "127.0.0.1", "-p", String(this.port), "-js", "-sd", this.#storeDir], { stdio: ["ignore", "pipe", "pipe"] });
+    const { serverName, port, httpPort, config, env } = this.#settings;
+    return spawn(this.#binary, ["-c", join(REPO_ROOT, "infra/nats", config)], {
+      env: {
+        ...process.env,
+        TOOLGATE_NATS_NAME: serverName,
+        TOOLGATE_NATS_LISTEN: `127.0.0.1:${port}`,
+        TOOLGATE_NATS_HTTP: `127.0.0.1:${httpPort}`,
+        TOOLGATE_NATS_STORE_DIR: this.#storeDir,
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   }
 
   override async stop(): Promise<void> {
     await super.stop();
     rmSync(this.#storeDir, { recursive: true, force: true });
+  }
+}
+
+/** A single JetStream nats-server (infra/nats/server.conf) on free ports. */
+export class PrivateNats extends PrivateNatsNode {
+  /** Starts the server and waits until JetStream is up. Throws when infra/.bin/nats-server is missing. */
+  static async start(): Promise<PrivateNats> {
+    const [port, httpPort] = await freePorts(2);
+    const server = new PrivateNats({ serverName: "private", port: port!, httpPort: httpPort!, config: "server.conf", env: {} });
+    await server.start();
+    await server.healthy();
+    return server;
+  }
+}
+
+/**
+ * Three nats-server nodes on loopback, routed into one JetStream cluster (infra/nats/cluster-node.conf), for
+ * tests of a node's loss: each node can be killed, restarted, paused and resumed, and the cluster tells which
+ * node leads a stream.
+ */
+export class PrivateNatsCluster {
+  readonly nodes: readonly PrivateNatsNode[];
+
+  private constructor(nodes: PrivateNatsNode[]) {
+    this.nodes = nodes;
+  }
+
+  /** Starts the three nodes and waits until each reports JetStream healthy (the meta group has a leader). */
+  static async start(): Promise<PrivateNatsCluster> {
+    const ports = await freePorts(9);
+    const at = (i: number) => ports[i]!;
+    const routes = Object.fromEntries([0, 1, 2].map((i) => [`TOOLGATE_NATS_ROUTE_${i + 1}`, `nats-route://127.0.0.1:${at(6 + i)}`]));
+    const nodes = [0, 1, 2].map(
+      (i) =>
+        new PrivateNatsNode({
+          serverName: `n${i + 1}`,
+          port: at(i),
+          httpPort: at(3 + i),
+          config: "cluster-node.conf",
+          env: { TOOLGATE_NATS_CLUSTER_LISTEN: `127.0.0.1:${at(6 + i)}`, ...routes },
+        }),
+    );
+    const cluster = new PrivateNatsCluster(nodes);
+    try {
+      await Promise.all(nodes.map((node) => node.start()));
+      await Promise.all(nodes.map((node) => node.healthy()));
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** Every node's client URL, comma-separated (what `NATS_URL` takes). */
+  get urls(): string {
+    return this.nodes.map((node) => node.url).join(",");
+  }
+
+  /** Starts a stopped node again on its ports and store, and waits until it has caught up (healthy). */
+  async restart(node: PrivateNatsNode, timeoutMs = 60_000): Promise<void> {
+    await node.start();
+    await node.healthy(timeoutMs);
+  }
+
+  /**
+   * The node that leads `stream` (JetStream stream info, `cluster.leader`), asked through the nodes that run
+   * and are not paused. Throws when the stream has no leader within `timeoutMs` (no quorum, or an election).
+   */
+  async streamLeader(stream: string, timeoutMs = 10_000): Promise<PrivateNatsNode> {
+    const live = this.nodes.filter((node) => node.running && !node.paused);
+    if (live.length === 0) throw new Error("no node of the cluster is running");
+    const nc = await connect({ servers: live.map((node) => node.url), timeout: 5_000 });
+    try {
+      // No account-info check up front: during an election it can time out, and the loop below retries anyway.
+      const jsm = await jetstreamManager(nc, { timeout: 2_000, checkAPI: false });
+      const deadline = Date.now() + timeoutMs;
+      let last = "no answer";
+      for (;;) {
+        try {
+          const leader = (await jsm.streams.info(stream)).cluster?.leader;
+          const node = this.nodes.find((n) => n.serverName === leader);
+          if (node) return node;
+          last = `leader ${leader ?? "none"}`;
+        } catch (error) {
+          last = (error as Error).message;
+        }
+        if (Date.now() > deadline) throw new Error(`stream ${stream} has no leader after ${timeoutMs} ms: ${last}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+
+  /** Stops every node (resuming paused ones first) and removes their stores. */
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.stop()));
   }
 }
 
@@ -152,10 +308,9 @@ export class PrivateFerretDb extends PrivateServer {
 }
 
 function natsBinary(): string {
-  const found = spawnSync("sh", ["-c", "command -v nats-server"], { encoding: "utf8" }).stdout.trim();
-  if (found) return found;
-  if (existsSync("/usr/sbin/nats-server")) return "/usr/sbin/nats-server";
-  throw new Error("nats-server is not installed: run ./infra/dev.sh up once");
+  const binary = join(REPO_ROOT, "infra/.bin/nats-server");
+  if (!existsSync(binary)) throw new Error(`${binary} is missing: run ./infra/dev.sh up once to build the project's nats-server`);
+  return binary;
 }
 
 function psql(database: string, command: string): void {
@@ -169,6 +324,13 @@ function psqlFile(database: string, file: string): void {
 function run(args: string[]): void {
   const result = spawnSync("psql", args, { encoding: "utf8" });
   if (result.status !== 0) throw new Error(`psql ${args.join(" ")} failed: ${result.stderr || result.error?.message}`);
+}
+
+/** `count` distinct free ports. */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
 }
 
 function freePort(): Promise<number> {

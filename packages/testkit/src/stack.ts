@@ -46,6 +46,7 @@ export interface StackPrincipal {
 }
 
 export interface StackOptions {
+  /** One NATS server URL, or a cluster's, comma-separated (as `NATS_URL` takes them). */
   natsUrl: string;
   mongoUrl: string;
   /** Subject prefix and database-name stem; random by default so stacks never share state. */
@@ -67,6 +68,8 @@ export interface StackOptions {
   /** Extra environment per service (e.g. fault injection for the executor). */
   env?: Partial<Record<ServiceName, Record<string, string>>>;
   logLevel?: string;
+  /** Replicas of the stack's streams (`STREAM_REPLICAS`): 3 on a three-node cluster. Default 1. */
+  streamReplicas?: number;
 }
 
 /** The API keys a stack accepts, with the principal each one authenticates. */
@@ -99,13 +102,15 @@ export class Stack {
   /** The policy service's Cedar directory (a private copy: tests may edit it to see policy reload). */
   readonly policyDir: string;
   readonly #idpKey: KeyObject;
-  readonly #natsUrl: string;
+  readonly #natsServers: string[];
+  readonly #streamReplicas: number;
   readonly #toolsets: readonly string[];
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
 
   private constructor(options: StackOptions) {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
-    this.#natsUrl = options.natsUrl;
+    this.#natsServers = options.natsUrl.split(",");
+    this.#streamReplicas = options.streamReplicas ?? 1;
     this.#toolsets = options.toolsets ?? ["research"];
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
     this.policySigner = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
@@ -135,6 +140,7 @@ export class Stack {
       TOOLGATE_TOOLSETS: this.#toolsets.join(","),
       LOG_LEVEL: options.logLevel ?? "info",
       MONGO_MAX_POOL: "8",
+      STREAM_REPLICAS: String(this.#streamReplicas),
       ...options.extraEnv,
     };
     const apiKeyConfig = JSON.stringify(Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })));
@@ -204,6 +210,11 @@ export class Stack {
     const proc = [...this.processes].reverse().find((p) => p.name === label && !p.exited);
     if (!proc) throw new Error(`no running process ${label}`);
     return proc;
+  }
+
+  /** The JetStream stream that holds the stack's call and run events. */
+  get eventStream(): string {
+    return `${this.name.toUpperCase().replace(/-/g, "_")}_EVENTS`;
   }
 
   get orchestratorUrl(): string {
@@ -313,10 +324,10 @@ export class Stack {
    * stored so far: the services have caught up (a benchmark phase then starts without an earlier one's backlog).
    */
   async quiesce(timeoutMs = 120_000): Promise<void> {
-    const nc = await connect({ servers: this.#natsUrl });
+    const nc = await connect({ servers: this.#natsServers });
     try {
       const jsm = await jetstreamManager(nc);
-      const stream = `${this.name.toUpperCase().replace(/-/g, "_")}_EVENTS`;
+      const stream = this.eventStream;
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         let busy = 0;
@@ -337,10 +348,15 @@ export class Stack {
    */
   async #publishContracts(): Promise<void> {
     const contracts = await toolsetContracts(ToolsetNameSchema.array().parse(this.#toolsets));
-    const nc = await connect({ servers: this.#natsUrl });
+    const nc = await connect({ servers: this.#natsServers });
     try {
       const stem = this.name.toUpperCase().replace(/-/g, "_");
-      const catalog = await ContractCatalog.connect(nc, { stream: `${stem}_CONTRACTS`, subjectPrefix: `${this.name}.contracts`, resyncIntervalMs: 0 });
+      const catalog = await ContractCatalog.connect(nc, {
+        stream: `${stem}_CONTRACTS`,
+        subjectPrefix: `${this.name}.contracts`,
+        resyncIntervalMs: 0,
+        replicas: this.#streamReplicas,
+      });
       try {
         for (const contract of contracts) {
           const outcome = await catalog.publish(contract);
@@ -355,7 +371,7 @@ export class Stack {
   }
 
   async #deleteStreams(): Promise<void> {
-    const nc = await connect({ servers: this.#natsUrl });
+    const nc = await connect({ servers: this.#natsServers });
     try {
       const jsm = await jetstreamManager(nc);
       const stem = this.name.toUpperCase().replace(/-/g, "_");
