@@ -14,7 +14,8 @@
  *
  * The client is the one a careful host would write: each logical call carries its own `Idempotency-Key`, and
  * a submission whose answer did not arrive (a reset connection, a timeout, 503, 409 while the first is in
- * flight) is sent again, unchanged, until it answers. The servers are private (`PrivateNats`,
+ * flight) is sent again, unchanged, until it answers; a call still running is waited for with long polls
+ * (`GET /v1/tool-calls/:id?wait_ms=`). The servers are private (`PrivateNats`,
  * `PrivateFerretDb`): the suite kills its own, never the shared ones.
  *
  *   node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
@@ -278,7 +279,8 @@ class Load {
   /** Waits for the call's outcome through `GET /v1/tool-calls/:id`; false when the stack stopped answering. */
   async #poll(record: CallRecord, callId: string): Promise<boolean> {
     while (Date.now() < this.#deadline) {
-      const answer = await this.#request("GET", `/v1/tool-calls/${callId}`, undefined, undefined, record);
+      // A long poll: the answer comes when the call ends (or after 5 s), not once per polling interval.
+      const answer = await this.#request("GET", `/v1/tool-calls/${callId}?wait_ms=5000`, undefined, undefined, record);
       const status = (answer.body as { status?: string } | undefined)?.status;
       if (answer.status === 200 && status !== undefined && TERMINAL.has(status)) {
         record.status = status;
@@ -286,7 +288,7 @@ class Load {
         return true;
       }
       if (answer.status === 404) return false;
-      await sleep(answer.status === 200 ? 100 : retryDelay(answer.retryAfter));
+      if (answer.status !== 200) await sleep(retryDelay(answer.retryAfter));
     }
     return false;
   }
