@@ -177,9 +177,7 @@ export class NatsEventBus implements EventBus {
       noAsyncTraces: true,
     });
     try {
-      const refuse = (refusal: NatsRefusal | undefined): void => {
-        if (refusal && !(refusal.overridable && options.allowUnsafe?.(refusal))) throw refusal;
-      };
+      const refuse = (refusal: NatsRefusal | undefined): void => refuseUnless(options, refusal);
       refuse(versionRefusal(`${nc.info?.server_name ?? "unknown"} at ${nc.getServer()}`, nc.info?.version ?? "unknown", options.minServerVersion));
       const jsm = await jetstreamManager(nc);
       const bus = new NatsEventBus(nc, jsm, options);
@@ -225,6 +223,22 @@ export class NatsEventBus implements EventBus {
     // Storage is not updatable at all; replicas stay as found (the refusal above was overridden, or they match).
     const { storage: _storage, ...updatable } = config;
     return this.#jsm.streams.update(config.name, { ...updatable, num_replicas: existing.config.num_replicas });
+  }
+
+  /**
+   * Applies the stream-settings guard to another stream of the deployment (the contract catalog's): throws
+   * `StreamSettingsError` when its replicas or storage differ from `replicas` / file, unless allowed like the
+   * event stream's. A stream that does not exist passes.
+   */
+  async checkStreamSettings(stream: string, replicas: number): Promise<void> {
+    let info: StreamInfo;
+    try {
+      info = await this.#jsm.streams.info(stream);
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return;
+      throw error;
+    }
+    for (const refusal of streamSettingsRefusals(info, replicas)) refuseUnless(this.#options, refusal);
   }
 
   /** Refuses servers holding the stream that do not sync every write (see {@link syncRefusals}). */
@@ -493,6 +507,11 @@ export class NatsEventBus implements EventBus {
     if (this.#nc.isClosed()) return;
     await this.#nc.drain();
   }
+}
+
+/** Throws `refusal` unless it may be overridden and the caller's `allowUnsafe` lets it pass. */
+function refuseUnless(options: NatsEventBusOptions, refusal: NatsRefusal | undefined): void {
+  if (refusal && !(refusal.overridable && options.allowUnsafe?.(refusal))) throw refusal;
 }
 
 /**
