@@ -1,5 +1,9 @@
-import { ServiceProcess, testInfra, uniqueName } from "@toolgate/testkit";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { REPO_ROOT, ServiceProcess, testInfra, uniqueName } from "@toolgate/testkit";
 import { describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
 
 // A service that meets an unsafe setting logs one line saying which and why, and exits 1; with the setting's
 // guard in TOOLGATE_UNSAFE_ALLOW it warns and starts. The audit service stands for all four (they share
@@ -54,5 +58,33 @@ describe("a service meeting an unsafe setting", () => {
     } finally {
       await audit.stop();
     }
+  });
+});
+
+describe("the contracts CLI", () => {
+  it("creates the catalog stream with the replicas it is given, as the services' stream guard expects them", async () => {
+    const prefix = uniqueName("guard").toLowerCase();
+    const args = (replicas: string) => [
+      `${REPO_ROOT}packages/registry/dist/contracts-cli.js`,
+      "publish",
+      "--module",
+      `${REPO_ROOT}packages/toolsets/dist/index.js`,
+      "--nats",
+      testInfra().natsUrl,
+      "--stream",
+      `${prefix.toUpperCase()}_CONTRACTS`,
+      "--prefix",
+      `${prefix}.contracts`,
+      "--replicas",
+      replicas,
+    ];
+    // A single server cannot hold three replicas: the request reached it (before, every catalog stream was R1).
+    const refused = await run(process.execPath, args("3")).then(
+      () => "published",
+      (error: { stderr: string }) => error.stderr,
+    );
+    expect(refused).toMatch(/cannot create stream .*_CONTRACTS: replicas > 1 not supported in non-clustered mode/);
+    const invalid = await run(process.execPath, args("0")).catch((error: { code: number; stderr: string }) => error);
+    expect(invalid).toMatchObject({ code: 2, stderr: expect.stringContaining("--replicas must be an integer from 1 to 5") });
   });
 });
