@@ -13,3 +13,13 @@ export {
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
 export { unreachableDependency, type Unreachable } from "./unreachable.js";
+export {
+  NATS_GUARDS,
+  SAFE_NATS_VERSION,
+  NatsVersionError,
+  StreamSettingsError,
+  NatsSyncError,
+  compareVersions,
+  type NatsGuard,
+  type NatsRefusal,
+} from "./server-guards.js";

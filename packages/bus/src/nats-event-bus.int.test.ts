@@ -1,4 +1,4 @@
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy, JetStreamApiError, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { eventId, newCallId, newRunId, subjectCatalogue, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
@@ -540,23 +540,17 @@ describe("NatsEventBus", () => {
     await second.stop();
   });
 
-  it("leaves nothing running when a consumer cannot be created for one of its filters", async () => {
+  it("refuses a consumer with overlapping filters, creating nothing", async () => {
     const h = await harness();
-    const leaked = recorder();
-    // The second filter lies outside the stream's subjects: the server refuses that consumer.
-    const broken = spec({ name: "mixed", filters: [h.subjects.callEvents("started"), "elsewhere.>"] });
-    await expect(h.bus.consume(broken, leaked.handler)).rejects.toThrow();
     const { handler, deliveries } = recorder();
-    // The durable the failed call did create for the first filter, now served by a healthy worker.
-    const durable = (await h.jsm.consumers.info(h.subjects.stream, "mixed_started")).name;
-    await h.consume(spec({ name: durable, filters: [h.subjects.callEvents("started")] }), handler);
-    const events = Array.from({ length: 10 }, () => startedEvent());
-    for (const event of events) await h.bus.publish(event);
-    await waitFor(() => deliveries.length + leaked.deliveries.length === events.length, { description: "every event to be handled" });
-    expect(leaked.deliveries).toHaveLength(0);
+    // Servers before 2.10 had no such check (one filter per consumer); one consumer now fails or starts whole.
+    const overlapping = spec({ name: "twice", filters: [h.subjects.allCalls, `${h.subjects.prefix}.call.*.*`] });
+    await expect(h.bus.consume(overlapping, handler)).rejects.toBeInstanceOf(JetStreamApiError);
+    expect(await consumerNames(h)).toEqual([]);
+    expect(deliveries).toHaveLength(0);
   });
 
-  it("gives every filter its own durable consumer, also for call and run events of the same name", async () => {
+  it("serves several filters, also call and run events of the same name, from one durable consumer", async () => {
     const h = await harness();
     const { handler, deliveries } = recorder();
     await h.consume(spec({ name: "starts", filters: [h.subjects.callEvents("started"), h.subjects.runEvents("started")] }), handler);
@@ -566,13 +560,74 @@ describe("NatsEventBus", () => {
     await h.bus.publish(run);
     await waitFor(() => deliveries.length === 2, { description: "both started events" });
     expect(deliveries.map((d) => d.event.id).sort()).toEqual([call.id, run.id].sort());
-    // Durable names stay `<name>_<event>` when that is unambiguous, so existing consumers keep their names.
-    await h.consume(spec({ name: "terminal", filters: [h.subjects.callEvents("completed"), h.subjects.callEvents("denied")] }), handler);
-    const names: string[] = [];
-    for await (const c of h.jsm.consumers.list(h.subjects.stream)) names.push(c.name);
-    expect(names.sort()).toEqual(["starts_call_started", "starts_run_started", "terminal_completed", "terminal_denied"]);
-    await expect(h.bus.consume(spec({ name: "twice", filters: [h.subjects.allCalls, `${h.subjects.prefix}.call.*.*`] }), handler)).rejects.toBeInstanceOf(
-      TypeError,
-    );
+    expect(await consumerNames(h)).toEqual(["starts"]);
+    expect((await h.jsm.consumers.info(h.subjects.stream, "starts")).config.filter_subjects).toEqual([
+      h.subjects.callEvents("started"),
+      h.subjects.runEvents("started"),
+    ]);
+  });
+
+  it("replaces the per-filter durables of earlier releases, losing nothing they had not settled", async () => {
+    const h = await harness();
+    const filters = [h.subjects.callEvents("started"), h.subjects.runEvents("started")];
+    // What a release before multi-filter consumers left on the stream: one durable per filter.
+    for (const [name, filter] of [
+      ["terminal_call_started", filters[0]!],
+      ["terminal_run_started", filters[1]!],
+    ] as const) {
+      await h.jsm.consumers.add(h.subjects.stream, {
+        durable_name: name,
+        filter_subject: filter,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+      });
+    }
+    const settled = [startedEvent(), runStartedEvent(), startedEvent()];
+    for (const event of settled) await h.bus.publish(event);
+    // The old release handled and acknowledged these on its own durables.
+    const js = jetstream(h.nc);
+    for (const [name, count] of [
+      ["terminal_call_started", 2],
+      ["terminal_run_started", 1],
+    ] as const) {
+      const old = await js.consumers.get(h.subjects.stream, name);
+      for (let i = 0; i < count; i++) {
+        const msg = await old.next({ expires: 5_000 });
+        expect(msg).not.toBeNull();
+        await msg!.ackAck();
+      }
+    }
+    // One the old release had received but not acknowledged when it stopped: it must reach the new consumer.
+    const unsettled = runStartedEvent();
+    await h.bus.publish(unsettled);
+    const held = await (await js.consumers.get(h.subjects.stream, "terminal_run_started")).next({ expires: 5_000 });
+    expect(held?.seq).toBe(4);
+    const later = startedEvent();
+    await h.bus.publish(later);
+
+    const { handler, deliveries } = recorder();
+    const first = await h.consume(spec({ name: "terminal", filters }), handler);
+    // It starts after the least advanced durable's ack floor (the run durable's, at 2): the third event, settled
+    // by the call durable only, comes again — at-least-once, bounded by what one durable had not settled.
+    await waitFor(() => deliveries.length === 3, { description: "the events after the lowest ack floor" });
+    expect(deliveries.map((d) => d.event.id)).toEqual([settled[2]!.id, unsettled.id, later.id]);
+    expect(await consumerNames(h)).toEqual(["terminal"]);
+    await waitFor(async () => (await h.jsm.consumers.info(h.subjects.stream, "terminal")).num_ack_pending === 0, { description: "all acknowledged" });
+
+    // A restart finds its own consumer and carries on from it.
+    await first.stop();
+    const { handler: again, deliveries: redelivered } = recorder();
+    await h.consume(spec({ name: "terminal", filters, maxAckPending: 32 }), again);
+    const next = runStartedEvent();
+    await h.bus.publish(next);
+    await waitFor(() => redelivered.length === 1, { description: "the next event after the restart" });
+    expect(redelivered[0]!.event.id).toBe(next.id);
+    expect(deliveries).toHaveLength(3);
   });
 });
+
+async function consumerNames(h: Harness): Promise<string[]> {
+  const names: string[] = [];
+  for await (const c of h.jsm.consumers.list(h.subjects.stream)) names.push(c.name);
+  return names.sort();
+}

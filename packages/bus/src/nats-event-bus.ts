@@ -3,17 +3,20 @@ import {
   AckPolicy,
   DeliverPolicy,
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
   StorageType,
   type ConsumerConfig,
+  type ConsumerInfo,
   type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
   type StreamConfig,
+  type StreamInfo,
 } from "@nats-io/jetstream";
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
@@ -21,6 +24,7 @@ import { parseEvent, sha256, type CallEventType, type EventRejection, type RunEv
 import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
+import { readMonitoredServers, streamSettingsRefusals, syncRefusals, versionRefusal, type NatsRefusal } from "./server-guards.js";
 
 /**
  * A publish that was not acknowledged by the stream. Safe to retry when `retryable` (event ids are
@@ -62,6 +66,18 @@ export interface NatsEventBusOptions {
    * from the event id.
    */
   traceSpans?: boolean;
+  /**
+   * Monitoring URLs (`http://host:8222`) of the servers, for the guard that checks each one syncs every write:
+   * a client learns a server's `sync_interval` only from its `/varz`. Required for a cluster.
+   */
+  monitorUrls?: readonly string[];
+  /** The oldest server version accepted (default 2.12.3); below 2.10 is always refused. */
+  minServerVersion?: string;
+  /**
+   * Asked for each guard's refusal at connect; true lets the bus start anyway (the caller logs why). Without it
+   * every refusal is thrown. A server below 2.10 is refused whatever this says.
+   */
+  allowUnsafe?: (refusal: NatsRefusal) => boolean;
 }
 
 const encoder = new TextEncoder();
@@ -160,17 +176,30 @@ export class NatsEventBus implements EventBus {
       reconnectTimeWait: 500,
       noAsyncTraces: true,
     });
-    const jsm = await jetstreamManager(nc);
-    const bus = new NatsEventBus(nc, jsm, options);
-    await bus.#ensureStream();
-    return bus;
+    try {
+      const refuse = (refusal: NatsRefusal | undefined): void => refuseUnless(options, refusal);
+      refuse(versionRefusal(`${nc.info?.server_name ?? "unknown"} at ${nc.getServer()}`, nc.info?.version ?? "unknown", options.minServerVersion));
+      const jsm = await jetstreamManager(nc);
+      const bus = new NatsEventBus(nc, jsm, options);
+      const stream = await bus.#ensureStream(refuse);
+      await bus.#checkSync(stream, refuse);
+      return bus;
+    } catch (error) {
+      await nc.close();
+      throw error;
+    }
   }
 
   get connection(): NatsConnection {
     return this.#nc;
   }
 
-  async #ensureStream(): Promise<void> {
+  /**
+   * Creates the event stream, or brings an existing one's limits in line with ours. Replicas and storage are
+   * never changed here: a stream that differs is a guard's refusal (scaling a live stream is an operator's act,
+   * and two services configured differently must not take turns resizing it).
+   */
+  async #ensureStream(refuse: (refusal: NatsRefusal | undefined) => void): Promise<StreamInfo> {
     const { subjects, stream, maxEventBytes } = this.#options;
     const config: Partial<StreamConfig> & { name: string } = {
       name: subjects.stream,
@@ -184,12 +213,43 @@ export class NatsEventBus implements EventBus {
       max_msg_size: maxEventBytes + HEADER_ALLOWANCE_BYTES,
     };
     try {
-      await this.#jsm.streams.add(config);
+      return await this.#jsm.streams.add(config);
     } catch (error) {
       // Another replica created it first, or it exists with older settings: converge on ours.
       if (!(error instanceof JetStreamApiError)) throw error;
-      await this.#jsm.streams.update(config.name, config);
     }
+    const existing = await this.#jsm.streams.info(config.name);
+    for (const refusal of streamSettingsRefusals(existing, stream.replicas)) refuse(refusal);
+    // Storage is not updatable at all; replicas stay as found (the refusal above was overridden, or they match).
+    const { storage: _storage, ...updatable } = config;
+    return this.#jsm.streams.update(config.name, { ...updatable, num_replicas: existing.config.num_replicas });
+  }
+
+  /**
+   * Applies the stream-settings guard to another stream of the deployment (the contract catalog's): throws
+   * `StreamSettingsError` when its replicas or storage differ from `replicas` / file, unless allowed like the
+   * event stream's. A stream that does not exist passes.
+   */
+  async checkStreamSettings(stream: string, replicas: number): Promise<void> {
+    let info: StreamInfo;
+    try {
+      info = await this.#jsm.streams.info(stream);
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return;
+      throw error;
+    }
+    for (const refusal of streamSettingsRefusals(info, replicas)) refuseUnless(this.#options, refusal);
+  }
+
+  /** Refuses servers holding the stream that do not sync every write (see {@link syncRefusals}). */
+  async #checkSync(stream: StreamInfo, refuse: (refusal: NatsRefusal | undefined) => void): Promise<void> {
+    const urls = this.#options.monitorUrls ?? [];
+    const clustered = this.#nc.info?.cluster !== undefined;
+    if (urls.length === 0 && !clustered) return;
+    const servers = await readMonitoredServers(urls);
+    if (!Array.isArray(servers)) return refuse(servers);
+    for (const server of servers) refuse(versionRefusal(`${server.name} at ${server.url}`, server.version, this.#options.minServerVersion));
+    for (const refusal of syncRefusals(servers, stream, clustered)) refuse(refusal);
   }
 
   async publish(event: ToolgateEvent): Promise<PublishReceipt> {
@@ -227,31 +287,29 @@ export class NatsEventBus implements EventBus {
   }
 
   async consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker> {
-    const filters = spec.filters.length === 0 ? [undefined] : spec.filters;
-    const durables = durableNames(spec.name, this.#options.subjects.prefix, filters);
+    const durable = spec.name;
     const inFlight = new Set<Promise<void>>();
     // Delivered beyond the slots: waiting here, in delivery order, for a handler to finish.
-    const waiting: { msg: JsMsg; durable: string }[] = [];
-    const subscriptions: ConsumerMessages[] = [];
+    const waiting: JsMsg[] = [];
+    let subscription: ConsumerMessages | undefined;
     let stopping = false;
     // Every message this process holds (handled or waiting), with when the server last heard it is in hand.
     const held = new Map<JsMsg, number>();
-    const keepAlive = heldMessagesKeepAlive(held, spec.ackWaitMs);
 
-    const run = (msg: JsMsg, durable: string): void => {
+    const run = (msg: JsMsg): void => {
       const task = this.#handle(msg, spec, handler, onRejected)
         .catch((error: unknown) => this.#log.error({ err: error, consumer: durable }, "message handling failed"))
         .finally(() => {
           held.delete(msg);
           inFlight.delete(task);
           const next = stopping ? undefined : waiting.shift();
-          if (next) run(next.msg, next.durable);
+          if (next) run(next);
         });
       inFlight.add(task);
     };
     // Called synchronously for each message of a socket read, so the acks and publishes the handlers start in
     // one read leave in one write. It must not throw: a throwing callback ends the subscription.
-    const deliver = (durable: string) => (msg: JsMsg) => {
+    const deliver = (msg: JsMsg) => {
       // Messages arriving after stop() go back to the stream at once, for another replica, instead of waiting
       // out the ack wait.
       if (stopping) {
@@ -259,35 +317,28 @@ export class NatsEventBus implements EventBus {
         return;
       }
       held.set(msg, Date.now());
-      if (inFlight.size < spec.slots) run(msg, durable);
-      else waiting.push({ msg, durable });
+      if (inFlight.size < spec.slots) run(msg);
+      else waiting.push(msg);
     };
+
+    await this.#ensureConsumer(spec);
+    const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
+    // Ask for no more than the slots: replicas sharing the consumer then share its messages (one that asked for
+    // more would hold messages back while another stands idle). The library asks again as messages arrive,
+    // so the next one is usually here when a slot frees up.
+    subscription = await consumer.consume({ max_messages: spec.slots, callback: deliver });
+    const keepAlive = heldMessagesKeepAlive(held, spec.ackWaitMs);
     const stop = async (): Promise<void> => {
       stopping = true;
-      await Promise.all(subscriptions.map((m) => m.close()));
-      for (const { msg } of waiting.splice(0)) {
+      await subscription?.close();
+      subscription = undefined;
+      for (const msg of waiting.splice(0)) {
         held.delete(msg);
         msg.nak();
       }
       await Promise.all([...inFlight]);
       clearInterval(keepAlive);
     };
-
-    for (const [i, filter] of filters.entries()) {
-      const durable = durables[i]!;
-      try {
-        await this.#ensureConsumer(durable, filter, spec);
-        const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
-        // Ask for no more than the slots: replicas sharing the consumer then share its messages (one that asked for
-        // more would hold messages back while another stands idle). The library asks again as messages arrive,
-        // so the next one is usually here when a slot frees up.
-        subscriptions.push(await consumer.consume({ max_messages: spec.slots, callback: deliver(durable) }));
-      } catch (error) {
-        // Leave nothing running for the filters that did start.
-        await stop();
-        throw error;
-      }
-    }
 
     this.#log.info({ consumer: spec.name, filters: spec.filters, slots: spec.slots }, "consumer started");
     return {
@@ -299,24 +350,60 @@ export class NatsEventBus implements EventBus {
     };
   }
 
-  async #ensureConsumer(durable: string, filter: string | undefined, spec: ConsumerSpec): Promise<void> {
-    const config: Partial<ConsumerConfig> = {
-      durable_name: durable,
+  /**
+   * Creates the durable (several filters in one consumer, NATS 2.10+) or updates its settings. A consumer that
+   * replaces the per-filter durables of earlier releases (`<name>_<event>`) starts where the least advanced of
+   * them had every message acknowledged, and they are deleted: nothing is lost, and what is redelivered is at
+   * most what one of them had not settled — handlers already take deliveries at least once.
+   */
+  async #ensureConsumer(spec: ConsumerSpec): Promise<void> {
+    const stream = this.#options.subjects.stream;
+    const durable = spec.name;
+    const filters: Partial<ConsumerConfig> =
+      spec.filters.length === 0 ? {} : spec.filters.length === 1 ? { filter_subject: spec.filters[0]! } : { filter_subjects: [...spec.filters] };
+    const settings: Partial<ConsumerConfig> = {
       ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
       ack_wait: nanos(spec.ackWaitMs),
       max_deliver: serverMaxDeliver(spec.maxDeliver),
       max_ack_pending: spec.maxAckPending,
-      ...(filter === undefined ? {} : { filter_subject: filter }),
+      ...filters,
     };
-    const stream = this.#options.subjects.stream;
-    try {
-      await this.#jsm.consumers.add(stream, config);
-    } catch (error) {
-      if (!(error instanceof JetStreamApiError)) throw error;
-      const { durable_name: _name, deliver_policy: _deliver, ...updatable } = config;
-      await this.#jsm.consumers.update(stream, durable, updatable);
+    const legacy = spec.filters.length > 1 ? await this.#existingConsumers(legacyDurableNames(durable, this.#options.subjects.prefix, spec.filters)) : [];
+    const exists = (await this.#existingConsumers([durable])).length > 0;
+    if (exists) {
+      await this.#jsm.consumers.update(stream, durable, settings);
+    } else {
+      const resumeAt = legacy.length === 0 ? undefined : Math.min(...legacy.map((c) => c.ack_floor.stream_seq + 1));
+      const start: Partial<ConsumerConfig> =
+        resumeAt === undefined ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: resumeAt };
+      try {
+        await this.#jsm.consumers.add(stream, { durable_name: durable, ...start, ...settings });
+      } catch (error) {
+        // Another replica created it first (perhaps from a later ack floor): take its position, our settings.
+        if (!(error instanceof JetStreamApiError) || !(await this.#existingConsumers([durable])).length) throw error;
+        await this.#jsm.consumers.update(stream, durable, settings);
+      }
     }
+    for (const old of legacy) {
+      await this.#jsm.consumers.delete(stream, old.name).catch((error: unknown) => {
+        // A replica starting alongside deleted it first.
+        if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.ConsumerNotFound)) throw error;
+      });
+      this.#log.info({ consumer: durable, removed: old.name, ack_floor: old.ack_floor.stream_seq }, "per-filter durable replaced by one multi-filter consumer");
+    }
+  }
+
+  /** Which of `names` exist as consumers on the event stream, with their state. */
+  async #existingConsumers(names: readonly string[]): Promise<ConsumerInfo[]> {
+    const found: ConsumerInfo[] = [];
+    for (const name of names) {
+      try {
+        found.push(await this.#jsm.consumers.info(this.#options.subjects.stream, name));
+      } catch (error) {
+        if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.ConsumerNotFound)) throw error;
+      }
+    }
+    return found;
   }
 
   async #handle(msg: JsMsg, spec: ConsumerSpec, handler: EventHandler, onRejected: RejectionHandler | undefined): Promise<void> {
@@ -422,23 +509,25 @@ export class NatsEventBus implements EventBus {
   }
 }
 
+/** Throws `refusal` unless it may be overridden and the caller's `allowUnsafe` lets it pass. */
+function refuseUnless(options: NatsEventBusOptions, refusal: NatsRefusal | undefined): void {
+  if (refusal && !(refusal.overridable && options.allowUnsafe?.(refusal))) throw refusal;
+}
+
 /**
- * One durable per filter (servers before 2.10 allow one filter per consumer): `<name>_<last token>`, e.g.
- * `orch_completed`, and `<name>_call_started` / `<name>_run_started` where last tokens collide. Throws
- * TypeError when two filters still map to one name.
+ * The per-filter durable names of releases that ran on servers before 2.10 (one filter per consumer):
+ * `<name>_<last token>`, e.g. `orchestrator_completed`, and `<name>_call_started` / `<name>_run_started` where
+ * last tokens collide. Kept only to find and replace those durables.
  */
-function durableNames(name: string, prefix: string, filters: readonly (string | undefined)[]): string[] {
-  if (filters.length === 1) return [name];
-  const tokensOf = (filter: string | undefined): string[] => {
-    const tokens = (filter ?? "all").split(".");
+function legacyDurableNames(name: string, prefix: string, filters: readonly string[]): string[] {
+  const tokensOf = (filter: string): string[] => {
+    const tokens = filter.split(".");
     if (tokens[0] === prefix) tokens.shift();
     return tokens.filter((t) => t !== "*" && t !== ">");
   };
   const clean = (suffix: string): string => `${name}_${(suffix || "all").replace(/[^A-Za-z0-9_-]/g, "_")}`;
   const short = filters.map((f) => clean(tokensOf(f).at(-1) ?? ""));
-  const names = filters.map((f, i) => (short.indexOf(short[i]!) === short.lastIndexOf(short[i]!) ? short[i]! : clean(tokensOf(f).join("_"))));
-  if (new Set(names).size !== names.length) throw new TypeError(`consumer ${name}: filters ${filters.join(", ")} map to the same durable name`);
-  return names;
+  return [...new Set(filters.map((f, i) => (short.indexOf(short[i]!) === short.lastIndexOf(short[i]!) ? short[i]! : clean(tokensOf(f).join("_")))))];
 }
 
 /**

@@ -18,7 +18,8 @@ commands
   bench     validations per second of one tool's structural layer, valid and invalid inputs
             [--tool search_sources] [--valid '<arguments JSON>'] [--runs 7] [--run-ms 400]
   publish   publish every contract to the catalog stream
-            --nats <url> [--stream TOOLGATE_CONTRACTS] [--prefix toolgate.contracts]
+            --nats <url> [--stream TOOLGATE_CONTRACTS] [--prefix toolgate.contracts] [--replicas 1]
+            (replicas of the stream when publish creates it: the services' STREAM_REPLICAS)
   import    turn a provider's tool list into draft contract files and print what the linter wants completed
             --provider <openai-chat|openai-responses|anthropic|gemini|mcp> <tools.json> --out <dir> [--force]
             (runs toolgate-import from @toolgate/providers)
@@ -46,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
       nats: { type: "string" },
       stream: { type: "string" },
       prefix: { type: "string" },
+      replicas: { type: "string", default: "1" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -63,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
     case "bench":
       return bench(sources, values.tool, values.valid, Number(values.runs), Number(values["run-ms"]));
     case "publish":
-      return publish(sources, values.nats, values.stream, values.prefix);
+      return publish(sources, values.nats, values.stream, values.prefix, Number(values.replicas));
     default:
       console.error(`unknown command ${command}\n\n${USAGE}`);
       return 2;
@@ -163,9 +165,20 @@ function benchmarkCases(schema: Record<string, unknown>, valid: Record<string, u
   return cases;
 }
 
-async function publish(sources: readonly SourcedContract[], url: string | undefined, stream: string | undefined, prefix: string | undefined): Promise<number> {
+async function publish(
+  sources: readonly SourcedContract[],
+  url: string | undefined,
+  stream: string | undefined,
+  prefix: string | undefined,
+  replicas: number,
+): Promise<number> {
   if (url === undefined) {
     console.error("publish needs --nats <url>");
+    return 2;
+  }
+  // Services refuse a catalog stream whose replicas differ from their STREAM_REPLICAS: create it as they would.
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
+    console.error("--replicas must be an integer from 1 to 5");
     return 2;
   }
   const reports = lintContracts(sources.map((s) => s.contract));
@@ -175,7 +188,12 @@ async function publish(sources: readonly SourcedContract[], url: string | undefi
   }
   const nc = await connectNats(url);
   try {
-    const catalog = await ContractCatalog.connect(nc, { resyncIntervalMs: 0, ...(stream ? { stream } : {}), ...(prefix ? { subjectPrefix: prefix } : {}) });
+    const catalog = await ContractCatalog.connect(nc, {
+      resyncIntervalMs: 0,
+      replicas,
+      ...(stream ? { stream } : {}),
+      ...(prefix ? { subjectPrefix: prefix } : {}),
+    });
     let failed = 0;
     for (const { contract, source } of sources) {
       const outcome = await catalog.publish(contract as ToolContractInput);

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { UNSAFE_GUARDS } from "./start-up-guards.js";
 
 /** A deploy that cannot start: the message names each bad variable, never its value. */
 export class ConfigError extends Error {
@@ -15,6 +16,17 @@ const int = (min: number, max: number) => z.coerce.number().int().min(min).max(m
 /** Environment variables every service reads (names are the documented configuration surface). */
 export const baseEnvShape = {
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+  /**
+   * Monitoring URLs of the NATS servers (`http://host:8222`, comma-separated): the only place a client can read
+   * whether a server syncs every write. Required when the servers are clustered.
+   */
+  NATS_MONITOR_URL: listEnv()
+    .pipe(z.array(z.url({ protocol: /^https?$/ })))
+    .default([]),
+  /** Start-up guards to pass with a warning instead of refusing to start: for development only. */
+  TOOLGATE_UNSAFE_ALLOW: listEnv()
+    .pipe(z.array(z.enum(UNSAFE_GUARDS)))
+    .default([]),
   MONGO_URL: z.string().startsWith("mongodb").default("mongodb://127.0.0.1:27017"),
   MONGO_DB: z
     .string()

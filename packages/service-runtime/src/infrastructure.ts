@@ -4,6 +4,7 @@ import { connectMongo } from "@toolgate/storage";
 import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
 import type { Db, MongoClient } from "mongodb";
 import type { BaseConfig } from "./config.js";
+import { unsafeOverride } from "./start-up-guards.js";
 
 /** The connections a service's composition root builds from its configuration. */
 export interface Infrastructure {
@@ -18,10 +19,12 @@ export interface Infrastructure {
 /**
  * Connects to NATS (creating the event stream if needed) and MongoDB, both counted in `stats` (database
  * commands by command, database and collection; publishes and deliveries by event type). Throws if either is
- * unreachable.
+ * unreachable, and a start-up guard's refusal (`UnsafeSettingRefusal`) for an unsafe setting that
+ * `TOOLGATE_UNSAFE_ALLOW` does not list.
  */
 export async function connectInfrastructure(service: string, config: BaseConfig, context: { logger: Logger; stats: RuntimeStats }): Promise<Infrastructure> {
   const { logger, stats } = context;
+  const allowUnsafe = unsafeOverride(config.TOOLGATE_UNSAFE_ALLOW, logger);
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
   const bus = await NatsEventBus.connect({
     servers: config.NATS_URL,
@@ -33,10 +36,18 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     stats,
     // Spans (and the async context that carries them) only when something exports them.
     traceSpans: config.TRACES_EXPORTER !== "none",
+    monitorUrls: config.NATS_MONITOR_URL,
+    allowUnsafe,
   });
   let mongo: MongoClient;
   try {
-    mongo = await connectMongo({ url: config.MONGO_URL, appName: `toolgate-${service}`, maxPoolSize: config.MONGO_MAX_POOL, monitorCommands: true });
+    mongo = await connectMongo({
+      url: config.MONGO_URL,
+      appName: `toolgate-${service}`,
+      maxPoolSize: config.MONGO_MAX_POOL,
+      monitorCommands: true,
+      allowUnsafe,
+    });
   } catch (error) {
     await bus.close();
     throw error;

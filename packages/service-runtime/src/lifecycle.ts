@@ -1,5 +1,6 @@
 import { createLogger, initTracing, RuntimeStats, type Logger, type Tracing } from "@toolgate/telemetry";
 import type { BaseConfig } from "./config.js";
+import { isUnsafeSettingRefusal } from "./start-up-guards.js";
 
 /** A started service: how to stop it and what it serves. */
 export interface RunningService {
@@ -26,7 +27,8 @@ export interface RunServiceOptions {
 
 /**
  * Runs one service process: logging, tracing, start-up, the `ready` log line (with the HTTP port), a `stats`
- * line on SIGUSR2, and a graceful stop on SIGTERM/SIGINT. A failure to start exits with code 1; an unexpected rejection is logged,
+ * line on SIGUSR2, and a graceful stop on SIGTERM/SIGINT. A failure to start exits with code 1 (a start-up
+ * guard's refusal logged as `refusing to start: <why>`); an unexpected rejection is logged,
  * never fatal, so that no single bad message can take a service down.
  */
 export async function runService(options: RunServiceOptions): Promise<void> {
@@ -41,7 +43,9 @@ export async function runService(options: RunServiceOptions): Promise<void> {
   try {
     running = await options.start({ logger, tracing, stats });
   } catch (error) {
-    logger.fatal({ err: error }, "start-up failed");
+    // A guard's refusal is the whole story: its message names the setting, and is logged once, as the reason.
+    if (isUnsafeSettingRefusal(error)) logger.fatal({ code: error.code, guard: error.guard, setting: error.setting }, `refusing to start: ${error.message}`);
+    else logger.fatal({ err: error }, "start-up failed");
     await tracing.shutdown().catch(() => undefined);
     process.exit(1);
   }

@@ -18,6 +18,7 @@ export {
   type LedgerVerification,
 } from "./audit-store.js";
 export { connectMongo, type MongoConnectionOptions } from "./mongo-connection.js";
+export { MONGO_GUARDS, WriteConcernError, writeConcernProblem, type MongoGuard, type MongoTopology } from "./write-concern-guard.js";
 export {
   MongoRequestIdempotencyStore,
   type RequestIdempotencyStore,

@@ -1,4 +1,5 @@
 import { MongoClient } from "mongodb";
+import { writeConcernRefusal, type WriteConcernError } from "./write-concern-guard.js";
 
 export interface MongoConnectionOptions {
   url: string;
@@ -8,21 +9,33 @@ export interface MongoConnectionOptions {
   maxPoolSize: number;
   /** Emit the driver's command events (for counting what a service sends). */
   monitorCommands?: boolean;
+  /** Asked when the write concern guard refuses; true connects anyway (the caller logs why). */
+  allowUnsafe?: (refusal: WriteConcernError) => boolean;
 }
 
 /**
- * Connects with journaled, acknowledged writes (`w: 1, j: true`) and retryable writes off: retries are
- * decided by the idempotency protocol, never silently by the driver.
+ * Connects with majority, journaled writes (`w: "majority", j: true`: a standalone MongoDB journals on itself;
+ * FerretDB ignores write concerns and answers once PostgreSQL has committed) and retryable writes off: retries are decided by the idempotency protocol, never
+ * silently by the driver. Throws `WriteConcernError` when the effective write concern (the URL can weaken it)
+ * is weaker than the deployment supports, unless `allowUnsafe` says otherwise.
  */
 export async function connectMongo(options: MongoConnectionOptions): Promise<MongoClient> {
   const client = new MongoClient(options.url, {
     appName: options.appName,
     maxPoolSize: options.maxPoolSize,
-    writeConcern: { w: 1, journal: true },
+    writeConcern: { w: "majority", journal: true },
     retryWrites: false,
     serverSelectionTimeoutMS: 10_000,
     monitorCommands: options.monitorCommands ?? false,
   });
   await client.connect();
+  const refusal = await writeConcernRefusal(client).catch(async (error: unknown) => {
+    await client.close();
+    throw error;
+  });
+  if (refusal && !options.allowUnsafe?.(refusal)) {
+    await client.close();
+    throw refusal;
+  }
   return client;
 }

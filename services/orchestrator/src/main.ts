@@ -82,7 +82,7 @@ await runService({
     const worker = await infra.bus.consume(
       {
         name: "orchestrator",
-        // One durable per terminal event type: servers before 2.10 allow one filter per consumer.
+        // One durable for every terminal event type (several filter subjects per consumer: NATS 2.10+).
         filters: TERMINAL_CALL_EVENT_TYPES.map((t) => infra.subjects.callEvents(t)),
         slots: config.ORCHESTRATOR_SLOTS,
         maxAckPending: config.ORCHESTRATOR_MAX_ACK_PENDING,
