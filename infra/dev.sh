@@ -85,20 +85,23 @@ ensure_nats() {
   start_nats_node nats server.conf "$NATS_PORT" "$((NATS_PORT + 4000))"
   wait_nats_ready nats "$((NATS_PORT + 4000))"
   NATS_URL="nats://127.0.0.1:$NATS_PORT"
+  NATS_MONITOR_URL="http://127.0.0.1:$((NATS_PORT + 4000))"
   STREAM_REPLICAS=1
 }
 
 ensure_nats_cluster() {
   ensure_nats_binary
-  local routes=() urls=() i
+  local routes=() urls=() monitors=() i
   for i in 0 1 2; do routes+=("TOOLGATE_NATS_ROUTE_$((i + 1))=nats-route://127.0.0.1:$((CLUSTER_PORT + 2000 + i))"); done
   for i in 0 1 2; do
     start_nats_node "nats-$((i + 1))" cluster-node.conf "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
       TOOLGATE_NATS_CLUSTER_LISTEN="127.0.0.1:$((CLUSTER_PORT + 2000 + i))" "${routes[@]}"
     urls+=("nats://127.0.0.1:$((CLUSTER_PORT + i))")
+    monitors+=("http://127.0.0.1:$((CLUSTER_PORT + 4000 + i))")
   done
   for i in 0 1 2; do wait_nats_ready "nats-$((i + 1))" "$((CLUSTER_PORT + 4000 + i))"; done
   NATS_URL="$(IFS=,; echo "${urls[*]}")"
+  NATS_MONITOR_URL="$(IFS=,; echo "${monitors[*]}")"
   STREAM_REPLICAS=3
 }
 
@@ -189,7 +192,7 @@ up() {
   if [ "$CLUSTER" = 1 ]; then ensure_nats_cluster; else ensure_nats; fi
   ensure_ferretdb
   export TOOLGATE_TEST_NATS_URL="$NATS_URL" TOOLGATE_TEST_MONGO_URL="$MONGO_URL"
-  export NATS_URL MONGO_URL STREAM_REPLICAS
+  export NATS_URL MONGO_URL STREAM_REPLICAS NATS_MONITOR_URL
 }
 
 build() { (cd "$ROOT" && pnpm run build); }
@@ -204,7 +207,7 @@ set -- "${rest[@]+"${rest[@]}"}"
 case "$cmd" in
   up)
     up
-    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS"
+    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS NATS_MONITOR_URL=$NATS_MONITOR_URL"
     ;;
   test)
     # The suite's tests connect to one server; the cluster's faults are the chaos suite's (`chaos --cluster`).

@@ -356,6 +356,7 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
   const natsUrl = clustered ? nats.urls : nats.url;
   const stack = await Stack.start({
     natsUrl,
+    natsMonitorUrl: clustered ? nats.monitorUrls : nats.monitorUrl,
     mongoUrl: ferret.url,
     toolsets: ["chaos", "operations"],
     executors: 2,

@@ -112,6 +112,11 @@ export class PrivateNatsNode extends PrivateServer {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  /** The monitoring endpoint (what `NATS_MONITOR_URL` takes: the start-up guards read `/varz` there). */
+  get monitorUrl(): string {
+    return `http://127.0.0.1:${this.httpPort}`;
+  }
+
   /**
    * Resolves once the monitoring endpoint reports JetStream healthy: enabled, and in a cluster with a meta
    * leader and this node's streams and consumers current. Throws after `timeoutMs`.
@@ -211,6 +216,11 @@ export class PrivateNatsCluster {
   /** Every node's client URL, comma-separated (what `NATS_URL` takes). */
   get urls(): string {
     return this.nodes.map((node) => node.url).join(",");
+  }
+
+  /** Every node's monitoring URL, comma-separated (what `NATS_MONITOR_URL` takes). */
+  get monitorUrls(): string {
+    return this.nodes.map((node) => node.monitorUrl).join(",");
   }
 
   /** Starts a stopped node again on its ports and store, and waits until it has caught up (healthy). */

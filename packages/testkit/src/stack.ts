@@ -70,6 +70,11 @@ export interface StackOptions {
   logLevel?: string;
   /** Replicas of the stack's streams (`STREAM_REPLICAS`): 3 on a three-node cluster. Default 1. */
   streamReplicas?: number;
+  /**
+   * The servers' monitoring URLs (`NATS_MONITOR_URL`), for the start-up guard that checks they sync every
+   * write; a cluster needs them. Default: this process's `NATS_MONITOR_URL`, if any.
+   */
+  natsMonitorUrl?: string;
 }
 
 /** The API keys a stack accepts, with the principal each one authenticates. */
@@ -132,6 +137,7 @@ export class Stack {
       if (text === null) rmSync(join(this.policyDir, file), { force: true });
       else writeFileSync(join(this.policyDir, file), text);
     }
+    const monitorUrl = options.natsMonitorUrl ?? process.env.NATS_MONITOR_URL;
     this.env = {
       NATS_URL: options.natsUrl,
       MONGO_URL: options.mongoUrl,
@@ -141,6 +147,7 @@ export class Stack {
       LOG_LEVEL: options.logLevel ?? "info",
       MONGO_MAX_POOL: "8",
       STREAM_REPLICAS: String(this.#streamReplicas),
+      ...(monitorUrl ? { NATS_MONITOR_URL: monitorUrl } : {}),
       ...options.extraEnv,
     };
     const apiKeyConfig = JSON.stringify(Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })));
