@@ -15,7 +15,11 @@ describe("unreachableDependency", () => {
       dependency: "mongo",
       reason: "MongoBulkWriteError",
     });
+    const cleared = 'Connection pool for 127.0.0.1:42225 was cleared because another operation failed with: "read ECONNRESET"';
+    expect(unreachableDependency(named("MongoBulkWriteError", cleared, { writeErrors: [] }))).toMatchObject({ dependency: "mongo" });
     expect(unreachableDependency(named("MongoBulkWriteError", "E11000 duplicate key", { writeErrors: [{ index: 0, code: 11000 }] }))).toBeUndefined();
+    // A command the server refused (a document it cannot store) is not an outage, whatever its message says.
+    expect(unreachableDependency(named("MongoBulkWriteError", "invalid key: connection reset", { writeErrors: [], code: 2 }))).toBeUndefined();
     expect(unreachableDependency(named("MongoBulkWriteError", "waiting for replication timed out", { err: { code: 64 } }))).toBeUndefined();
   });
 

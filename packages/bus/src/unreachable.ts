@@ -26,7 +26,8 @@ const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE
  * Which dependency `error` says is unreachable, walking its `cause` chain; undefined for any other failure.
  * Recognized: a publish JetStream did not acknowledge (`PUBLISH_FAILED`, retryable), a NATS timeout or closed
  * connection, a MongoDB server-selection, network, pool or topology error, a bulk write that failed on the
- * connection rather than on a document (the driver wraps those without per-document errors), and a socket
+ * connection or its pool rather than on a document or in the server (the driver wraps those without
+ * per-document errors or a server error code), and a socket
  * error. Never throws.
  */
 export function unreachableDependency(error: unknown): Unreachable | undefined {
@@ -35,7 +36,13 @@ export function unreachableDependency(error: unknown): Unreachable | undefined {
     const e = current as { name?: unknown; code?: unknown; retryable?: unknown; cause?: unknown; writeErrors?: unknown; err?: unknown };
     const name = typeof e.name === "string" ? e.name : "";
     if (MONGO_UNREACHABLE.has(name)) return { dependency: "mongo", reason: name };
-    if (name === "MongoBulkWriteError" && isEmpty(e.writeErrors) && e.err === undefined && isConnectionMessage(current as Error)) {
+    if (
+      name === "MongoBulkWriteError" &&
+      isEmpty(e.writeErrors) &&
+      e.err === undefined &&
+      typeof e.code !== "number" &&
+      isConnectionMessage(current as Error)
+    ) {
       return { dependency: "mongo", reason: name };
     }
     if (e.code === "PUBLISH_FAILED") return e.retryable === false ? undefined : { dependency: "nats", reason: "publish not acknowledged" };
@@ -51,7 +58,10 @@ function isEmpty(list: unknown): boolean {
   return list === undefined || (Array.isArray(list) && list.length === 0);
 }
 
-/** The driver's messages for a connection that closed or timed out under an operation. */
+/**
+ * The driver's messages for a connection or pool that failed under an operation ("connection 7 to … closed",
+ * "Connection pool for … was cleared because another operation failed with: read ECONNRESET").
+ */
 function isConnectionMessage(error: Error): boolean {
-  return /\bconnection\b.*\b(closed|timed out|reset)\b/i.test(error.message ?? "");
+  return /\b(connection|pool|socket)\b.*\b(closed|cleared|timed out|reset)\b|\bE(CONNRESET|CONNREFUSED|PIPE|TIMEDOUT)\b/i.test(error.message ?? "");
 }
