@@ -123,7 +123,7 @@ export class HostIdempotency {
   }
 
   /**
-   * Keeps the claim on `record` while `work` runs past a third of the lease (a slow store, an outage: the
+   * Keeps the claim on `record` while `work` runs past half its lease (a slow store, an outage: the
    * request may have been answered 503 already), so that the client's retries are told 409 instead of taking
    * the key over and submitting the same work a second time — for at most {@link MAX_HOLD_LEASES} leases, after
    * which a hung owner's key can be taken over. A failed renewal is only logged: the lease then runs out.
@@ -136,7 +136,7 @@ export class HostIdempotency {
         if (this.#now() >= until) return clearInterval(timer);
         store.renew(record, new Date(this.#now() + leaseMs)).catch((error: unknown) => logger.warn({ err: error }, "idempotency key lease not renewed"));
       },
-      Math.max(50, Math.floor(leaseMs / 3)),
+      Math.max(50, Math.floor(leaseMs / 2)),
     );
     timer.unref();
     const stop = () => clearInterval(timer);
