@@ -20,6 +20,7 @@ beforeAll(async () => {
     leaseMs: LEASE_MS,
     retentionMs: 60_000,
     purgeMs: 60_000,
+    joinWaitMs: 300,
     logger: createLogger({ service: "test", level: "silent" }),
   });
 });
@@ -69,4 +70,32 @@ it("lets a claim whose work never ends be taken over after a bounded number of l
   expect(decision).toMatchObject({ takenOver: true });
   expect(Date.now()).toBeGreaterThan(first.record.created_at.getTime() + MAX_HOLD_LEASES * LEASE_MS);
   expect(Date.now()).toBeLessThan(bound + 2_000);
+});
+
+it("lets a retry of a submission this process is making wait for it and replay its ids", async () => {
+  const first = await idempotency.begin(request("joined"));
+  if (first.kind !== "execute") throw new Error("not claimed");
+  let submit!: (ids: { runId: string; callIds: string[] }) => void;
+  const work = new Promise<{ runId: string; callIds: string[] }>((resolve) => (submit = resolve));
+  idempotency.submitting(first.record, work);
+  const retry = idempotency.begin(request("joined"));
+  submit({ runId: "run_1", callIds: ["call_1", "call_2"] });
+  expect(await retry).toMatchObject({ kind: "replay", record: { state: "submitted", run_id: "run_1", call_ids: ["call_1", "call_2"] } });
+  // The store still says claimed: the answer came from the submission itself.
+  expect((await store.records.findOne({ scope: "alice", key: "joined" }))!.state).toBe("claimed");
+});
+
+it("tells a retry in flight while the submission outlasts the wait, and sends one after a failed submission to the store", async () => {
+  const first = await idempotency.begin(request("failing"));
+  if (first.kind !== "execute") throw new Error("not claimed");
+  let fail!: (error: Error) => void;
+  const work = new Promise<{ runId: string; callIds: string[] }>((_, reject) => (fail = reject));
+  work.catch(() => undefined);
+  idempotency.submitting(first.record, work);
+  expect(await idempotency.begin(request("failing"))).toEqual({ kind: "in_flight", retryAfterS: 1 });
+  // Another request with the same key is not this submission: it is told what the store says (422).
+  expect((await idempotency.begin({ ...request("failing"), fingerprint: "other" })).kind).toBe("mismatch");
+  fail(new Error("NATS unreachable"));
+  await store.fail(first.record);
+  expect(await idempotency.begin(request("failing"))).toMatchObject({ kind: "execute", takenOver: true });
 });

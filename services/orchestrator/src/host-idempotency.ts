@@ -43,6 +43,8 @@ export function requestFingerprint(route: string, body: unknown): string {
   return canonicalHash({ route, body: rest ?? null });
 }
 
+const joinKey = (scope: string, key: string): string => `${scope.length}:${scope}:${key}`;
+
 /** A provider call id derived from a key, so that a retried MCP call is the same call of the same run. */
 export function keyedProviderCallId(scope: string, key: string): string {
   return `mcp_${sha256(`${scope}\n${key}`).slice("sha256:".length, "sha256:".length + 32)}`;
@@ -80,6 +82,8 @@ export interface HostIdempotencyOptions {
   retentionMs: number;
   /** How often expired keys are purged. */
   purgeMs: number;
+  /** How long a retry waits for this process's own submission of the same request (default 1.5 s). */
+  joinWaitMs?: number;
   logger: Logger;
   now?: () => number;
 }
@@ -92,6 +96,8 @@ export class HostIdempotency {
   readonly #options: HostIdempotencyOptions;
   readonly #now: () => number;
   readonly #purge: NodeJS.Timeout;
+  /** Submissions this process is making, by scope and key. */
+  readonly #submitting = new Map<string, { record: RequestKeyRecord; work: Promise<{ runId: string; callIds: string[] }> }>();
 
   constructor(options: HostIdempotencyOptions) {
     this.#options = options;
@@ -106,10 +112,13 @@ export class HostIdempotency {
 
   /**
    * Claims `key` for a request, or decides from the record an earlier request left. A stale claim (its owner
-   * died or gave up) is taken over by one request. Throws when the store is unreachable.
+   * died or gave up) is taken over by one request. A retry of a submission this process is still making waits
+   * for it instead (see {@link HostIdempotency.submitting}). Throws when the store is unreachable.
    */
   async begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
     const { store, owner, leaseMs, retentionMs } = this.#options;
+    const joined = await this.#join(request);
+    if (joined) return joined;
     const claim = await store.claim({ ...request, owner, leaseMs, retentionMs });
     if (claim.kind === "claimed") return { kind: "execute", record: claim.record, takenOver: false };
     const record = claim.record;
@@ -141,6 +150,38 @@ export class HostIdempotency {
     timer.unref();
     const stop = () => clearInterval(timer);
     work.then(stop, stop);
+  }
+
+  /**
+   * Marks `work` as the submission of `record`'s request in this process until it settles: a retry that
+   * reaches this process meanwhile waits for it (up to `joinWaitMs`) and replays its ids, or is told it is
+   * in flight — without a round trip to the store, where a retry storm after an outage would otherwise add
+   * two commands per retry. A submission that fails lets the retry claim the key as usual.
+   */
+  submitting(record: RequestKeyRecord, work: Promise<{ runId: string; callIds: string[] }>): void {
+    const id = joinKey(record.scope, record.key);
+    const entry = { record, work };
+    this.#submitting.set(id, entry);
+    const forget = () => {
+      if (this.#submitting.get(id) === entry) this.#submitting.delete(id);
+    };
+    work.then(forget, forget);
+  }
+
+  async #join(request: { scope: string; key: string; fingerprint: string }): Promise<KeyDecision | undefined> {
+    const entry = this.#submitting.get(joinKey(request.scope, request.key));
+    if (!entry || entry.record.fingerprint !== request.fingerprint) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const waited = await Promise.race([
+      entry.work.then(
+        (ids) => ({ ids }),
+        () => undefined,
+      ),
+      new Promise<"waiting">((resolve) => (timer = setTimeout(() => resolve("waiting"), this.#options.joinWaitMs ?? 1_500))),
+    ]).finally(() => clearTimeout(timer));
+    if (waited === undefined) return undefined;
+    if (waited === "waiting") return { kind: "in_flight", retryAfterS: 1 };
+    return { kind: "replay", record: { ...entry.record, state: "submitted", run_id: waited.ids.runId, call_ids: waited.ids.callIds } };
   }
 
   /** Records the work's ids behind the response; a failed write leaves the claim to be taken over later. */

@@ -192,6 +192,7 @@ export function orchestratorApi(deps: {
   function track<T extends { runId: string; callIds: CallId[] }>(work: Promise<T>, record: RequestKeyRecord | undefined): Promise<T> {
     if (!record) return work;
     deps.idempotency.hold(record, work);
+    deps.idempotency.submitting(record, work);
     work.then(
       (ids) => deps.idempotency.submitted(record, ids),
       (error: unknown) => {

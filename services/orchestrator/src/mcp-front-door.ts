@@ -118,6 +118,7 @@ export class McpFrontDoor {
             waiting = waiters.register(ids.filter((i) => !ended.has(i)));
           });
           this.#deps.idempotency.hold(record, work);
+          this.#deps.idempotency.submitting(record, work);
           work.then(
             (ids) => this.#deps.idempotency.submitted(record, ids),
             () => this.#deps.idempotency.fail(record),
