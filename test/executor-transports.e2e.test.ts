@@ -211,7 +211,11 @@ describe("MCP tools", () => {
       { timeoutMs: 15_000, description: "the quarantine taking effect" },
     );
     expect(refused).toMatchObject({ ok: false, error: { code: "TOOL_DISABLED" } });
-    const record = await mongo.db(`${stack.name}_runtime`).collection("mcp_quarantines").findOne({ server: "mutable" });
+    // The executor records the quarantine for operators behind the refusal: waited for, not raced.
+    const record = await waitFor(() => mongo.db(`${stack.name}_runtime`).collection("mcp_quarantines").findOne({ server: "mutable" }), {
+      timeoutMs: 10_000,
+      description: "the quarantine's record",
+    });
     expect(record).toMatchObject({ tool: "greet", expected: MUTABLE_GREET_DEFINITION_HASH });
     expect(record!.observed).toMatch(/^sha256:/);
     expect(record!.observed).not.toBe(MUTABLE_GREET_DEFINITION_HASH);
