@@ -66,7 +66,8 @@ const OrchestratorEnvSchema = z.object({
   ORCHESTRATOR_RETRY_AFTER_S: z.coerce.number().int().min(1).max(300).default(1),
   /** How often NATS and the database are probed for `/readyz` and for refusing work at once. */
   ORCHESTRATOR_PROBE_MS: z.coerce.number().int().min(100).max(60_000).default(1_000),
-  ORCHESTRATOR_PROBE_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(1_000),
+  // A store that answers slowly under a backlog is busy, not down: only a probe this late refuses all new work.
+  ORCHESTRATOR_PROBE_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(5_000),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;
