@@ -11,7 +11,7 @@
 #   ./infra/dev.sh down     stop the NATS servers and the FerretDB this script started
 #
 # NATS is the project's own nats-server (NATS_VERSION, built once from the Go module proxy into infra/.bin),
-# configured from infra/nats/ (JetStream file storage, `sync_interval: always`) on 127.0.0.1:14222; a server
+# configured from infra/nats/ (JetStream file storage; the cluster nodes with `sync_interval: always`) on 127.0.0.1:14222; a server
 # already on 4222 (the machine's own) is left alone. `demo`, `bench` and `chaos` take `--cluster` too.
 set -euo pipefail
 

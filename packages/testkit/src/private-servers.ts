@@ -11,7 +11,7 @@ import { REPO_ROOT } from "./service-process.js";
  * A NATS server, a three-node NATS cluster and a FerretDB of one's own, for tests and the chaos suite that
  * kill, pause and restart the servers themselves — never the shared ones other tests run against. All run the
  * project's builds (`./infra/dev.sh up` builds nats-server and FerretDB into infra/.bin) and NATS runs the
- * configurations in infra/nats/ (file storage, `sync_interval: always`); FerretDB keeps its data in a
+ * configurations in infra/nats/ (file storage; cluster nodes with `sync_interval: always`); FerretDB keeps its data in a
  * PostgreSQL database of its own on the local server, dropped by `stop()`.
  */
 
