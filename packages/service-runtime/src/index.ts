@@ -2,3 +2,4 @@ export { baseEnvShape, BaseEnvSchema, parseEnv, jsonEnv, listEnv, ConfigError, t
 export { connectInfrastructure, type Infrastructure } from "./infrastructure.js";
 export { runService, type RunningService, type RunServiceOptions, type ServiceContext } from "./lifecycle.js";
 export { connectContractCatalog } from "./contract-catalog.js";
+export { trustEnvShape, loadTrust, type Trust, type TrustConfig } from "./trust.js";

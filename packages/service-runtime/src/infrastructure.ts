@@ -1,4 +1,4 @@
-import { NatsEventBus } from "@toolgate/bus";
+import { NatsEventBus, type BusTrust } from "@toolgate/bus";
 import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
 import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
@@ -20,7 +20,11 @@ export interface Infrastructure {
  * commands by command, database and collection; publishes and deliveries by event type). Throws if either is
  * unreachable.
  */
-export async function connectInfrastructure(service: string, config: BaseConfig, context: { logger: Logger; stats: RuntimeStats }): Promise<Infrastructure> {
+export async function connectInfrastructure(
+  service: string,
+  config: BaseConfig,
+  context: { logger: Logger; stats: RuntimeStats; trust?: BusTrust },
+): Promise<Infrastructure> {
   const { logger, stats } = context;
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
   const bus = await NatsEventBus.connect({
@@ -33,6 +37,7 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     stats,
     // Spans (and the async context that carries them) only when something exports them.
     traceSpans: config.TRACES_EXPORTER !== "none",
+    ...(context.trust ? { trust: context.trust } : {}),
   });
   let mongo: MongoClient;
   try {
