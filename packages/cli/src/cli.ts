@@ -202,7 +202,7 @@ async function main(): Promise<void> {
       const audit = <T>(path: string) => http<T>(env.TOOLGATE_AUDIT_URL, "GET", path, env.TOOLGATE_AUDIT_TOKEN);
       if (flags.verify) {
         const verified = await audit<{ ok: boolean }>(`/v1/${kind}/${target}/verify`);
-        print(verified, () => (verified.ok ? "hash chain verified" : `hash chain BROKEN: ${JSON.stringify(verified)}`));
+        print(verified, () => (verified.ok ? "hash chain and signatures verified" : `verification FAILED: ${JSON.stringify(verified)}`));
         if (!verified.ok) process.exitCode = 2;
         return;
       }
