@@ -9,13 +9,18 @@
  *   toolgate approvals list | approve <approval_id> | deny <approval_id> [--reason …]
  *   toolgate audit <run_id|call_id> [--verify]
  *   toolgate tail [--run <run_id>] [--call <call_id>]
+ *   toolgate keys [orchestrator|policy|executor]
+ *
+ * `keys` prints fresh Ed25519 signing keys as environment lines: for every role (a new deployment) or for one
+ * (rotation: add its public key to TOOLGATE_TRUSTED_KEYS everywhere, then give the service the private key).
  *
  * Environment: TOOLGATE_URL (orchestrator), TOOLGATE_API_KEY, TOOLGATE_AUDIT_URL, TOOLGATE_AUDIT_TOKEN,
  * TOOLGATE_POLICY_URL, TOOLGATE_APPROVER_TOKEN, NATS_URL, TOOLGATE_SUBJECT_PREFIX. Add --json for raw output.
  */
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
-import { parseEvent, subjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { generateKeyPairSync } from "node:crypto";
+import { exportKeyPair, parseEvent, SIGNER_ROLES, subjectCatalogue, type SignerRole, type ToolgateEvent } from "@toolgate/contracts";
 
 const env = process.env;
 const { values: flags, positionals } = parseArgs({
@@ -117,10 +122,25 @@ async function tail(): Promise<void> {
   }
 }
 
+/** Fresh signing keys as environment lines; the private keys go to stdout only, never to a log. */
+function keys(role: string | undefined): void {
+  if (role !== undefined && !(SIGNER_ROLES as readonly string[]).includes(role)) throw new CliError(`role must be one of ${SIGNER_ROLES.join(", ")}`);
+  const roles = role === undefined ? [...SIGNER_ROLES] : [role as SignerRole];
+  const pairs = roles.map((r) => ({ role: r, ...exportKeyPair(generateKeyPairSync("ed25519").privateKey) }));
+  if (flags.json) {
+    console.log(JSON.stringify(pairs.map((p) => ({ role: p.role, key_id: p.keyId, private_key: p.privateKey, public_key: p.publicKey }))));
+    return;
+  }
+  for (const p of pairs) console.log(`${p.role.toUpperCase()}_SIGNING_KEY=${p.privateKey}`);
+  const trusted = Object.fromEntries(pairs.map((p) => [p.role, [p.publicKey]]));
+  console.log(`TOOLGATE_TRUSTED_KEYS=${JSON.stringify(trusted)}`);
+  for (const p of pairs) console.error(`${p.role}: key id ${p.keyId}`);
+}
+
 async function main(): Promise<void> {
   const [group, action, id] = positionals;
   if (flags.help || !group) {
-    console.log("usage: toolgate runs|calls|tools|approvals|audit|tail … (see the header of packages/cli/src/cli.ts)");
+    console.log("usage: toolgate runs|calls|tools|approvals|audit|tail|keys … (see the header of packages/cli/src/cli.ts)");
     return;
   }
   switch (group) {
@@ -211,6 +231,8 @@ async function main(): Promise<void> {
     }
     case "tail":
       return tail();
+    case "keys":
+      return keys(action);
   }
   throw new CliError(`unknown command: ${positionals.join(" ")}`);
 }
