@@ -85,7 +85,8 @@ ensure_nats() {
   start_nats_node nats server.conf "$NATS_PORT" "$((NATS_PORT + 4000))"
   wait_nats_ready nats "$((NATS_PORT + 4000))"
   NATS_URL="nats://127.0.0.1:$NATS_PORT"
-  NATS_MONITOR_URL="http://127.0.0.1:$((NATS_PORT + 4000))"
+  # Not listed for the sync guard: the single dev server flushes on the default interval (infra/nats/jetstream-dev.conf).
+  NATS_MONITOR_URL=""
   STREAM_REPLICAS=1
 }
 

@@ -12,7 +12,7 @@ let stack: Stack;
 beforeAll(async () => {
   nats = await PrivateNats.start();
   ferret = await PrivateFerretDb.start();
-  stack = await Stack.start({ natsUrl: nats.url, natsMonitorUrl: nats.monitorUrl, mongoUrl: ferret.url, toolsets: ["chaos"], logLevel: "warn" });
+  stack = await Stack.start({ natsUrl: nats.url, mongoUrl: ferret.url, toolsets: ["chaos"], logLevel: "warn" });
 });
 
 afterAll(async () => {
