@@ -1,13 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
 import { createLogger } from "@toolgate/telemetry";
-import { REPO_ROOT, testInfra, uniqueName, waitFor } from "@toolgate/testkit";
+import { freePort, REPO_ROOT, testInfra, uniqueName, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsEventBus, type NatsEventBusOptions } from "./nats-event-bus.js";
 import { NatsSyncError, NatsVersionError, StreamSettingsError, type NatsRefusal } from "./server-guards.js";
@@ -194,17 +193,6 @@ class ConfiguredCluster {
     );
     rmSync(this.#dir, { recursive: true, force: true });
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 describe("sync guard, on a cluster whose third server keeps the default sync interval", () => {

@@ -343,7 +343,8 @@ async function freePorts(count: number): Promise<number[]> {
   return [...ports];
 }
 
-function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 that nothing listens on now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
