@@ -121,7 +121,9 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
     } catch (error) {
       if ((error as { code?: unknown }).code !== DUPLICATE_KEY) throw error;
     }
-    const existing = await this.records.findOne({ scope: request.scope, key: request.key });
+    // By `_id`, not by (scope, key): the id is the pair, and FerretDB serves only `_id` lookups from an index
+    // (a retry storm after an outage reads every key once per retry otherwise).
+    const existing = await this.records.findOne({ _id: record._id });
     // Purged between the insert and the read: claim again (a purge only removes expired keys).
     if (!existing) return this.claim(request);
     return { kind: "existing", record: existing };

@@ -68,6 +68,11 @@ const OrchestratorEnvSchema = z.object({
   ORCHESTRATOR_PROBE_MS: z.coerce.number().int().min(100).max(60_000).default(1_000),
   // A store that answers slowly under a backlog is busy, not down: only a probe this late refuses all new work.
   ORCHESTRATOR_PROBE_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(5_000),
+  /**
+   * Requests that create work (claims and submissions) in progress at once; beyond it a request is answered 503
+   * at once, so that retries after an outage cannot pile onto a store that is still catching up.
+   */
+  ORCHESTRATOR_MAX_SUBMISSIONS: z.coerce.number().int().min(1).max(100_000).default(128),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;

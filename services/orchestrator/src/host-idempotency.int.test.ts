@@ -99,3 +99,19 @@ it("tells a retry in flight while the submission outlasts the wait, and sends on
   await store.fail(first.record);
   expect(await idempotency.begin(request("failing"))).toMatchObject({ kind: "execute", takenOver: true });
 });
+
+it("answers a later retry of a submission this process made from memory, without a round trip to the store", async () => {
+  const first = await idempotency.begin(request("remembered"));
+  if (first.kind !== "execute") throw new Error("not claimed");
+  const work = Promise.resolve({ runId: "run_9", callIds: ["call_9"] });
+  idempotency.submitting(first.record, work);
+  await work;
+  // The store's record is taken away: an answer that still carries the ids can only come from memory.
+  await store.records.deleteOne({ _id: first.record._id });
+  expect(await idempotency.begin(request("remembered"))).toMatchObject({
+    kind: "replay",
+    record: { state: "submitted", run_id: "run_9", call_ids: ["call_9"] },
+  });
+  // Another request with the same key is not that submission: it goes to the store.
+  expect((await idempotency.begin({ ...request("remembered"), fingerprint: "other" })).kind).toBe("execute");
+});

@@ -72,6 +72,9 @@ export function decideExisting(record: RequestKeyRecord, fingerprint: string, no
 /** How many leases a claim is held for at most while its owner's work runs (see `HostIdempotency.hold`). */
 export const MAX_HOLD_LEASES = 10;
 
+/** Submissions this process made that retries are answered from without the store (the most recent ones). */
+export const MAX_REMEMBERED_SUBMISSIONS = 10_000;
+
 export interface HostIdempotencyOptions {
   store: RequestIdempotencyStore;
   /** This process, as the owner of its claims. */
@@ -98,6 +101,8 @@ export class HostIdempotency {
   readonly #purge: NodeJS.Timeout;
   /** Submissions this process is making, by scope and key. */
   readonly #submitting = new Map<string, { record: RequestKeyRecord; work: Promise<{ runId: string; callIds: string[] }> }>();
+  /** Submissions this process made, oldest first: what the store holds for them, kept until their retention ends. */
+  readonly #submitted = new Map<string, RequestKeyRecord>();
 
   constructor(options: HostIdempotencyOptions) {
     this.#options = options;
@@ -165,11 +170,30 @@ export class HostIdempotency {
     const forget = () => {
       if (this.#submitting.get(id) === entry) this.#submitting.delete(id);
     };
-    work.then(forget, forget);
+    work.then((ids) => {
+      forget();
+      this.#remember(id, { ...record, state: "submitted", run_id: ids.runId, call_ids: ids.callIds });
+    }, forget);
+  }
+
+  /**
+   * Keeps a submission's ids for the retries that reach this process later: after an outage every client retries
+   * what it was not answered, and each retry answered here is two store commands fewer for a store that is still
+   * catching up. A submitted key is never taken over, so the memory and the store say the same until the key's
+   * retention ends.
+   */
+  #remember(id: string, record: RequestKeyRecord): void {
+    this.#submitted.delete(id);
+    this.#submitted.set(id, record);
+    if (this.#submitted.size > MAX_REMEMBERED_SUBMISSIONS) this.#submitted.delete(this.#submitted.keys().next().value!);
   }
 
   async #join(request: { scope: string; key: string; fingerprint: string }): Promise<KeyDecision | undefined> {
-    const entry = this.#submitting.get(joinKey(request.scope, request.key));
+    const id = joinKey(request.scope, request.key);
+    const submitted = this.#submitted.get(id);
+    if (submitted && submitted.expires_at.getTime() <= this.#now()) this.#submitted.delete(id);
+    else if (submitted?.fingerprint === request.fingerprint) return { kind: "replay", record: submitted };
+    const entry = this.#submitting.get(id);
     if (!entry || entry.record.fingerprint !== request.fingerprint) return undefined;
     let timer: NodeJS.Timeout | undefined;
     const waited = await Promise.race([

@@ -19,10 +19,13 @@ import type { HostSubmission } from "./host-calls.js";
 import { HostCallConflictError } from "./host-call-keys.js";
 import { IDEMPOTENCY_HEADER, parseIdempotencyKey, principalScope, requestFingerprint, type HostIdempotency, type KeyDecision } from "./host-idempotency.js";
 import { classifyFailure, withDeadline, type Availability, type Dependency } from "./outage.js";
+import type { Admission, AdmissionTicket } from "./admission.js";
 
 declare module "fastify" {
   interface FastifyRequest {
     principal?: Principal;
+    /** The place of a request that creates work (see {@link Admission}). */
+    admission?: AdmissionTicket;
   }
 }
 
@@ -71,6 +74,8 @@ export function orchestratorApi(deps: {
   mcp: McpFrontDoor;
   idempotency: HostIdempotency;
   availability: Availability;
+  /** Bounds the work requests start at once; beyond it they are answered 503 before touching the store. */
+  admission: Admission;
   /** Longest the API waits for its dependencies to accept new work, and the `Retry-After` of a 503. */
   outage: { deadlineMs: number; retryAfterS: number };
   logger: Logger;
@@ -103,11 +108,36 @@ export function orchestratorApi(deps: {
   // While a dependency is known to be down, work is refused at once instead of waiting for it.
   app.addHook("preHandler", async (request, reply) => {
     const needed = dependenciesOf(request.method, request.routeOptions.url, request.body);
-    if (needed.length === 0 || deps.availability.available(needed)) return;
-    const down = deps.availability.unavailable().filter((d) => needed.includes(d.dependency));
-    deps.logger.warn({ method: request.method, route: request.routeOptions.url, status: 503, unavailable: down }, "request refused: dependency unavailable");
-    return unavailable(reply, down.map((d) => d.dependency).join(", "));
+    if (needed.length > 0 && !deps.availability.available(needed)) {
+      const down = deps.availability.unavailable().filter((d) => needed.includes(d.dependency));
+      deps.logger.warn({ method: request.method, route: request.routeOptions.url, status: 503, unavailable: down }, "request refused: dependency unavailable");
+      return unavailable(reply, down.map((d) => d.dependency).join(", "));
+    }
+    if (!needed.includes("nats")) return;
+    const ticket = deps.admission.enter();
+    if (ticket) {
+      request.admission = ticket;
+      return;
+    }
+    deps.logger.warn(
+      { method: request.method, route: request.routeOptions.url, status: 503, in_flight: deps.admission.inFlight },
+      "request refused: overloaded",
+    );
+    return apiError(
+      reply.header("retry-after", String(retryAfterS)),
+      503,
+      "UNAVAILABLE",
+      "the orchestrator is starting as much work as it can take; retry later",
+      { dependency: "capacity" },
+    );
   });
+  // A request that started no work gives its place back when it ends, however it ends.
+  const giveBack = (request: FastifyRequest, _reply: unknown, done: () => void) => {
+    request.admission?.release();
+    done();
+  };
+  app.addHook("onResponse", giveBack);
+  app.addHook("onRequestAbort", (request, done) => giveBack(request, undefined, done));
 
   app.setErrorHandler(async (error: { statusCode?: number }, request, reply) => {
     if (error.statusCode !== undefined && error.statusCode < 500)
@@ -147,17 +177,15 @@ export function orchestratorApi(deps: {
     const parsed = parseIdempotencyKey(request.headers[IDEMPOTENCY_HEADER]);
     if (!parsed.ok) return { answered: apiError(reply, 400, "INVALID_IDEMPOTENCY_KEY", parsed.message) };
     if (parsed.key === undefined) return {};
-    const decision = await withDeadline(
-      deps.idempotency.begin({
-        scope: principalScope(request.principal!),
-        key: parsed.key,
-        route,
-        fingerprint: requestFingerprint(route, request.body),
-        ...(pin === undefined ? {} : { runId: pin }),
-      }),
-      deadlineMs,
-      "claiming the idempotency key",
-    );
+    const begun = deps.idempotency.begin({
+      scope: principalScope(request.principal!),
+      key: parsed.key,
+      route,
+      fingerprint: requestFingerprint(route, request.body),
+      ...(pin === undefined ? {} : { runId: pin }),
+    });
+    request.admission?.hold(begun);
+    const decision = await withDeadline(begun, deadlineMs, "claiming the idempotency key");
     if (decision.kind === "mismatch") {
       return {
         answered: apiError(reply, 422, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used for another request", { route: decision.record.route }),
@@ -189,7 +217,8 @@ export function orchestratorApi(deps: {
    * 503 at its deadline goes on): its claim held while it runs, its ids once submitted, a refusal as the response to replay, or released on
    * any other failure, so that a retry takes it over.
    */
-  function track<T extends { runId: string; callIds: CallId[] }>(work: Promise<T>, record: RequestKeyRecord | undefined): Promise<T> {
+  function track<T extends { runId: string; callIds: CallId[] }>(request: FastifyRequest, work: Promise<T>, record: RequestKeyRecord | undefined): Promise<T> {
+    request.admission?.hold(work);
     if (!record) return work;
     deps.idempotency.hold(record, work);
     deps.idempotency.submitting(record, work);
@@ -220,6 +249,7 @@ export function orchestratorApi(deps: {
     let waiting: ReturnType<CallWaiters["register"]> | undefined;
     let ended: ReadonlyMap<CallId, ResultEnvelope> = new Map();
     const work = track(
+      request,
       deps.loop.submitCalls(request.principal!, submission, (ids: CallId[], done?: ReadonlyMap<CallId, ResultEnvelope>) => {
         ended = done ?? ended;
         waiting = deps.waiters.register(ids.filter((id) => !ended.has(id)));
@@ -313,13 +343,16 @@ export function orchestratorApi(deps: {
     handler: async (request, reply) => {
       reply.hijack();
       try {
-        await deps.mcp.handle(request.principal!, request.raw, reply.raw, request.body);
+        await deps.mcp.handle(request.principal!, request.raw, reply.raw, request.body, request.admission);
       } catch (error) {
         deps.logger.error({ err: error, status: 500 }, "MCP request failed");
         if (!reply.raw.headersSent)
           reply.raw
             .writeHead(500, { "content-type": "application/json" })
             .end(JSON.stringify({ error: { code: "INTERNAL", message: "the MCP request failed" } }));
+      } finally {
+        // A hijacked reply skips the response hooks.
+        request.admission?.release();
       }
     },
   });
@@ -378,6 +411,7 @@ export function orchestratorApi(deps: {
     if (decision?.kind === "replay") {
       const { run_id, call_ids } = decision.record;
       if (!run_id || !call_ids) return replayStored(reply, decision.record);
+      request.admission?.release();
       return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.data.wait_ms));
     }
     const record = decision?.kind === "execute" ? decision.record : undefined;
@@ -393,6 +427,7 @@ export function orchestratorApi(deps: {
       record,
     );
     if ("answered" in outcome) return outcome.answered;
+    request.admission?.release();
     const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
     return providerResults(reply, provider, outcome.submitted.runId, parsed.calls, outcome.submitted.callIds, results);
   });
@@ -459,6 +494,7 @@ export function orchestratorApi(deps: {
       if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
       return runId;
     })();
+    request.admission?.hold(work);
     if (record) deps.idempotency.hold(record, work);
     if (record)
       work.catch((error: unknown) => {
@@ -524,6 +560,7 @@ export function orchestratorApi(deps: {
     if (decision?.kind === "replay") {
       const { run_id, call_ids } = decision.record;
       if (!run_id || !call_ids) return replayStored(reply, decision.record);
+      request.admission?.release();
       return answer(run_id, call_ids, await currentResults(call_ids, body.data.wait_ms));
     }
     const record = decision?.kind === "execute" ? decision.record : undefined;
@@ -539,6 +576,7 @@ export function orchestratorApi(deps: {
       record,
     );
     if ("answered" in outcome) return outcome.answered;
+    request.admission?.release();
     const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
     return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
   });

@@ -16,6 +16,7 @@ import { RunStore } from "./run-store.js";
 import { MongoRequestIdempotencyStore } from "@toolgate/storage";
 import { HostIdempotency } from "./host-idempotency.js";
 import { Availability } from "./outage.js";
+import { Admission } from "./admission.js";
 import { providerModel, scriptedModel } from "@toolgate/models";
 
 const config = loadConfig(process.env);
@@ -136,7 +137,8 @@ await runService({
     });
     const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
     const mcp = new McpFrontDoor({ loop, waiters, contracts, store, idempotency, outage, logger });
-    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, idempotency, availability, outage, logger });
+    const admission = new Admission(config.ORCHESTRATOR_MAX_SUBMISSIONS);
+    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, idempotency, availability, admission, outage, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info(

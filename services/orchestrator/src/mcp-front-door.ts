@@ -21,6 +21,7 @@ import { classifyFailure, withDeadline } from "./outage.js";
 import type { RunStore } from "./run-store.js";
 import type { RunLoop } from "./run-loop.js";
 import { provenanceOf } from "./transcript.js";
+import type { AdmissionTicket } from "./admission.js";
 
 /** How long one MCP `tools/call` waits for its call to end before answering that it is still running. */
 const CALL_WAIT_MS = 60_000;
@@ -51,8 +52,8 @@ export class McpFrontDoor {
   }
 
   /** Serves one HTTP request of the MCP endpoint for `principal` (already authenticated). */
-  async handle(principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const server = this.#server(principal);
+  async handle(principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown, admission?: AdmissionTicket): Promise<void> {
+    const server = this.#server(principal, admission);
     // Stateless: a transport per request, JSON responses, no session to resume.
     const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
     res.on("close", () => {
@@ -63,7 +64,8 @@ export class McpFrontDoor {
     await transport.handleRequest(req, res, body);
   }
 
-  #server(principal: Principal): Server {
+  /** `admission`: the request's place, kept while a call is being submitted and given back before it is awaited. */
+  #server(principal: Principal, admission: AdmissionTicket | undefined): Server {
     const { contracts, loop, waiters, outage } = this.#deps;
     const server = new Server({ name: "toolgate", version: "1.0.0" }, { capabilities: { tools: { listChanged: false } } });
     server.setRequestHandler(ListToolsRequestSchema, () => {
@@ -91,11 +93,9 @@ export class McpFrontDoor {
       try {
         if (parsed.key !== undefined) {
           const fingerprint = requestFingerprint("MCP tools/call", { name: request.params.name, arguments: request.params.arguments ?? {} });
-          const decision = await withDeadline(
-            this.#deps.idempotency.begin({ scope, key: parsed.key, route: "MCP tools/call", fingerprint, runId: newRunId() }),
-            outage.deadlineMs,
-            "claiming the idempotency key",
-          );
+          const begun = this.#deps.idempotency.begin({ scope, key: parsed.key, route: "MCP tools/call", fingerprint, runId: newRunId() });
+          admission?.hold(begun);
+          const decision = await withDeadline(begun, outage.deadlineMs, "claiming the idempotency key");
           if (decision.kind === "mismatch") {
             throw new McpError(ErrorCode.InvalidParams, "this idempotency key was already used for another call", { code: "IDEMPOTENCY_KEY_REUSED" });
           }
@@ -108,6 +108,7 @@ export class McpFrontDoor {
           if (decision.kind === "replay") {
             if (!decision.record.call_ids?.[0])
               throw new McpError(ErrorCode.InvalidRequest, "the first call with this key was refused", { code: "IDEMPOTENCY_KEY_REUSED" });
+            admission?.release();
             return await this.#answer(decision.record.call_ids[0], id, request.params.name, argumentsJson);
           }
           if (decision.record.run_id) submission.pinnedRunId = decision.record.run_id;
@@ -117,6 +118,7 @@ export class McpFrontDoor {
             ended = done ?? ended;
             waiting = waiters.register(ids.filter((i) => !ended.has(i)));
           });
+          admission?.hold(work);
           this.#deps.idempotency.hold(record, work);
           this.#deps.idempotency.submitting(record, work);
           work.then(
@@ -126,6 +128,7 @@ export class McpFrontDoor {
           callId = (await withDeadline(work, outage.deadlineMs, "submitting the call")).callIds[0]!;
         } else {
           const work = loop.submitCalls(principal, submission, (ids) => (waiting = waiters.register(ids)));
+          admission?.hold(work);
           callId = (await withDeadline(work, outage.deadlineMs, "submitting the call")).callIds[0]!;
         }
       } catch (error) {
@@ -135,6 +138,7 @@ export class McpFrontDoor {
         this.#deps.logger.warn({ err: error, dependency: failed.dependency }, "MCP call refused: dependency unavailable");
         throw new McpError(ErrorCode.InternalError, "Toolgate cannot take calls now; retry later", { code: "UNAVAILABLE", retry_after_s: outage.retryAfterS });
       }
+      admission?.release();
       const result = ended.get(callId) ?? (await waiting!.wait(CALL_WAIT_MS)).get(callId);
       return this.#format(callId, id, request.params.name, argumentsJson, result);
     });

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { Admission } from "./admission.js";
+
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
+  let resolve!: () => void;
+  let reject!: (e: Error) => void;
+  const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+  return { promise, resolve, reject };
+}
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("Admission", () => {
+  it("refuses beyond its limit and takes requests again once a place is given back", () => {
+    const admission = new Admission(2);
+    const first = admission.enter()!;
+    expect(admission.enter()).toBeDefined();
+    expect(admission.enter()).toBeUndefined();
+    first.release();
+    first.release();
+    expect(admission.inFlight).toBe(1);
+    expect(admission.enter()).toBeDefined();
+    expect(admission.enter()).toBeUndefined();
+  });
+
+  it("keeps a place while work the request started goes on after the request ended", async () => {
+    const admission = new Admission(1);
+    const ticket = admission.enter()!;
+    const claim = deferred();
+    const submission = deferred();
+    ticket.hold(claim.promise);
+    ticket.hold(submission.promise);
+    ticket.release();
+    claim.resolve();
+    await settle();
+    expect(admission.enter()).toBeUndefined();
+    submission.reject(new Error("the store went away"));
+    await settle();
+    expect(admission.inFlight).toBe(0);
+    expect(admission.enter()).toBeDefined();
+  });
+
+  it("keeps a place until the request stops starting work, even when its work has settled", async () => {
+    const admission = new Admission(1);
+    const ticket = admission.enter()!;
+    ticket.hold(Promise.resolve());
+    await settle();
+    expect(admission.inFlight).toBe(1);
+    ticket.release();
+    expect(admission.inFlight).toBe(0);
+  });
+
+  it("rejects a limit that admits nothing", () => {
+    expect(() => new Admission(0)).toThrow(RangeError);
+  });
+});
