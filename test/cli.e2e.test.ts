@@ -1,6 +1,6 @@
 import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
+import { freePort, REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -78,5 +78,85 @@ describe("toolgate CLI", () => {
     expect(Object.keys(doc.paths)).toEqual(
       expect.arrayContaining(["/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/cancel", "/v1/tool-calls", "/v1/tools"]),
     );
+  });
+
+  describe("for people", () => {
+    /** Runs the CLI with `overrides` to its environment (undefined removes a variable); never throws. */
+    const attempt = async (args: string[], overrides: Record<string, string | undefined> = {}) => {
+      const childEnv = Object.fromEntries(Object.entries({ ...env, ...overrides }).filter(([, v]) => v !== undefined)) as Record<string, string>;
+      return run(process.execPath, [CLI, ...args], { env: childEnv }).then(
+        (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+        (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+      );
+    };
+    /** A failure is one line on stderr, never a stack trace. */
+    const oneLine = (stderr: string) => {
+      const lines = stderr.trimEnd().split("\n");
+      expect(lines, stderr).toHaveLength(1);
+      expect(stderr).not.toMatch(/\bat .+:\d+:\d+/);
+      return lines[0]!;
+    };
+
+    it("prints help for the CLI, a group and each command", async () => {
+      const all = await attempt(["--help"]);
+      expect(all).toMatchObject({ code: 0, stderr: "" });
+      for (const command of ["runs start", "runs get <run_id>", "calls get <call_id>", "tools", "approvals deny <approval_id>", "audit", "tail"]) {
+        expect(all.stdout).toContain(`toolgate ${command}`);
+      }
+      const start = await attempt(["runs", "start", "--help"]);
+      expect(start.code).toBe(0);
+      expect(start.stdout).toMatch(/^usage: toolgate runs start --model <model>/);
+      for (const text of ["--input <text>", "--task <task_id>", "--wait", "TOOLGATE_URL", "TOOLGATE_API_KEY"]) expect(start.stdout).toContain(text);
+      expect((await attempt(["tail", "-h"])).stdout).toContain("--call <call_id>");
+      expect((await attempt(["approvals", "--help"])).stdout).toContain("toolgate approvals approve <approval_id>");
+    });
+
+    it("names an unknown or misused option, a missing argument and an unknown command, exit 2", async () => {
+      const cases: [string[], string][] = [
+        [["runs", "start", "--modle", "x"], "toolgate: runs start: unknown option --modle (see toolgate runs start --help)"],
+        [["runs", "start", "--model", "scripted:c04", "--wait=false"], "toolgate: runs start: --wait takes no value"],
+        [["runs", "start"], "toolgate: runs start: --model is required (see toolgate runs start --help)"],
+        [["runs", "get"], "toolgate: runs get: missing <run_id> (see toolgate runs get --help)"],
+        [["tools", "--format"], "toolgate: tools: --format needs a value"],
+        [["runz"], 'toolgate: unknown command "runz" (see toolgate --help)'],
+      ];
+      for (const [args, message] of cases) {
+        const result = await attempt(args);
+        expect(result.code, args.join(" ")).toBe(2);
+        expect(oneLine(result.stderr)).toBe(message);
+      }
+    });
+
+    it("names a missing variable, exit 2", async () => {
+      const noKey = await attempt(["tools"], { TOOLGATE_API_KEY: undefined });
+      expect(noKey.code).toBe(2);
+      expect(oneLine(noKey.stderr)).toBe("toolgate: TOOLGATE_API_KEY is not set (the API key the orchestrator knows you by)");
+      const noUrl = await attempt(["runs", "get", "run_01M8KHXH7NQ308R8J60HB476AB"], { TOOLGATE_URL: undefined });
+      expect(noUrl.code).toBe(2);
+      expect(oneLine(noUrl.stderr)).toBe("toolgate: TOOLGATE_URL is not set (the URL of the orchestrator)");
+      const noPolicy = await attempt(["approvals", "list"], { TOOLGATE_APPROVER_TOKEN: "x", TOOLGATE_POLICY_URL: undefined });
+      expect(oneLine(noPolicy.stderr)).toBe("toolgate: TOOLGATE_POLICY_URL is not set (the URL of the policy service)");
+    });
+
+    it("says so in one line when TOOLGATE_URL points at another service or at nothing", async () => {
+      const audit = await attempt(["runs", "get", "run_01M8KHXH7NQ308R8J60HB476AB"], { TOOLGATE_URL: stack.auditUrl });
+      expect(audit.code).toBe(1);
+      const line = oneLine(audit.stderr);
+      expect(line).toContain(`${stack.auditUrl} did not answer as the Toolgate orchestrator`);
+      expect(line).toContain("check TOOLGATE_URL");
+      expect(line).not.toContain("undefined");
+      const tools = await attempt(["tools"], { TOOLGATE_URL: stack.policyUrl });
+      expect(oneLine(tools.stderr)).toContain("did not answer as the Toolgate orchestrator");
+      const nothing = await attempt(["tools"], { TOOLGATE_URL: `http://127.0.0.1:${await freePort()}` });
+      expect(nothing.code).toBe(1);
+      expect(oneLine(nothing.stderr)).toMatch(/^toolgate: cannot reach the orchestrator at http:\/\/127\.0\.0\.1:\d+ \(TOOLGATE_URL\): ECONNREFUSED$/);
+    });
+
+    it("says so in one line when tail cannot reach NATS", async () => {
+      const url = `nats://127.0.0.1:${await freePort()}`;
+      const result = await attempt(["tail"], { NATS_URL: url });
+      expect(result.code).toBe(1);
+      expect(oneLine(result.stderr)).toMatch(new RegExp(`^toolgate: cannot reach NATS at ${url.replace(/\./g, "\\.")} \\(NATS_URL\\): `));
+    });
   });
 });

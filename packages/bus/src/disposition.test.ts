@@ -81,3 +81,34 @@ describe("backoffDelay", () => {
     expect(backoffDelay(-3)).toBe(250);
   });
 });
+
+describe("ackAction for a handler that failed on the message's own data", () => {
+  const named = (name: string, message: string, extra: object = {}) => Object.assign(new Error(message), { name }, extra);
+
+  it("terminates at once a value the driver cannot encode or the database refuses, on any delivery", () => {
+    const refused = [
+      named("BSONError", "key a\u0000b must not contain null bytes"),
+      // FerretDB on PostgreSQL, for a string holding U+0000.
+      named("MongoBulkWriteError", "ERROR: unsupported Unicode escape sequence (SQLSTATE 22P05)", { code: 1, writeErrors: [] }),
+      named("MongoServerError", "ERROR: unsupported Unicode escape sequence (SQLSTATE 22P05)", { code: 1 }),
+      named("MongoBulkWriteError", 'invalid key: "$x"', { code: 2, writeErrors: [{ index: 0, code: 2 }] }),
+      named("MongoServerError", "Document failed validation", { code: 121 }),
+      new Error("attach failed", { cause: named("BSONError", "cannot encode") }),
+    ];
+    for (const error of refused) {
+      expect(ackAction({ error }, first)).toMatchObject({ op: "term", reason: expect.stringContaining("cannot process this message") });
+    }
+  });
+
+  it("does not take an outage, a duplicate key or another server failure for a refused value", () => {
+    expect(ackAction({ error: named("MongoServerSelectionError", "Server selection timed out") }, first)).toEqual({ op: "nak", delayMs: 250 });
+    expect(ackAction({ error: named("MongoBulkWriteError", "E11000", { code: 11000, writeErrors: [{ index: 0, code: 11000 }] }) }, first)).toEqual({
+      op: "nak",
+      delayMs: 250,
+    });
+    // FerretDB's InternalError for a backend that is not answering is no data exception (SQLSTATE class 08).
+    expect(ackAction({ error: named("MongoServerError", "connection failure (SQLSTATE 08006)", { code: 1 }) }, first)).toEqual({ op: "nak", delayMs: 250 });
+    // A message that merely mentions a SQLSTATE, without the server's code, is not the server's verdict.
+    expect(ackAction({ error: new Error("(SQLSTATE 22P05)") }, first)).toEqual({ op: "nak", delayMs: 250 });
+  });
+});

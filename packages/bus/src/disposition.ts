@@ -1,3 +1,4 @@
+import { unprocessableValue } from "./unprocessable.js";
 import { unreachableDependency } from "./unreachable.js";
 
 /**
@@ -41,14 +42,19 @@ export function backoffDelay(deliveryCount: number): number {
 }
 
 /**
- * Maps a handler's outcome to the acknowledgement. A thrown error is transient: redelivered with backoff, which
- * stops growing at {@link UNREACHABLE_RETRY_MS} when the error says a dependency was unreachable. Any other
- * error counts against the consumer's delivery budget (`maxDeliver`, unbounded when not positive): on the last
- * delivery it terminates the message instead. Outages do not spend the budget on purpose — they consume
- * deliveries at one a second — so the server's own bound is far higher (see `serverMaxDeliver`).
+ * Maps a handler's outcome to the acknowledgement. A thrown error that says the message's data can never be
+ * processed (see `unprocessableValue`: a value the driver cannot encode or the database refuses) terminates it
+ * at once. Any other thrown error is transient: redelivered with backoff, which stops growing at
+ * {@link UNREACHABLE_RETRY_MS} when the error says a dependency was unreachable. Every other error counts against
+ * the consumer's delivery budget (`maxDeliver`, unbounded when not positive): on the last delivery it terminates
+ * the message instead. Outages do not spend the budget on purpose — they consume deliveries at one a second — so
+ * the server's own bound is far higher (see `serverMaxDeliver`).
  */
 export function ackAction(outcome: { disposition: Disposition } | { error: unknown }, attempt: DeliveryAttempt): AckAction {
   if ("error" in outcome) {
+    // Checked first: a refused value is never an outage, whatever else its error chain says.
+    const unprocessable = unprocessableValue(outcome.error);
+    if (unprocessable) return { op: "term", reason: `the handler cannot process this message: ${unprocessable.reason}` };
     const backoff = backoffDelay(attempt.deliveryCount);
     if (unreachableDependency(outcome.error)) return { op: "nak", delayMs: Math.min(backoff, UNREACHABLE_RETRY_MS) };
     if (attempt.maxDeliver > 0 && attempt.deliveryCount >= attempt.maxDeliver) {

@@ -20,7 +20,10 @@ export interface Delivery {
   working(): void;
 }
 
-/** Handles one valid event; returns what to do with the message. Throwing means "transient, retry later". */
+/**
+ * Handles one valid event; returns what to do with the message. Throwing means "transient, retry later" —
+ * unless the error says the event's data cannot be processed at all (a value the store refuses): then never again.
+ */
 export type EventHandler = (event: ToolgateEvent, delivery: Delivery) => Promise<Disposition>;
 
 /** Called for a message that is not a valid event; the message is then terminated, never redelivered. */

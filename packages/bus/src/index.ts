@@ -13,6 +13,7 @@ export {
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
 export { unreachableDependency, type Unreachable } from "./unreachable.js";
+export { unprocessableValue, type Unprocessable } from "./unprocessable.js";
 export {
   NATS_GUARDS,
   SAFE_NATS_VERSION,

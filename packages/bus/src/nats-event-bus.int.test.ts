@@ -270,6 +270,32 @@ describe("NatsEventBus", () => {
     expect(of(doomed.id)).toHaveLength(1);
   });
 
+  it("terminates on its first delivery an event whose handler fails on a value the database refuses", async () => {
+    const h = await harness();
+    const doomed = startedEvent();
+    // As the MongoDB driver throws it for a NUL in a key: the same on every delivery.
+    const refused = Object.assign(new Error("key a\u0000b must not contain null bytes"), { name: "BSONError" });
+    const { handler, of } = recorder((e) => {
+      if (e.id === doomed.id) throw new Error("attaching the outcome failed", { cause: refused });
+      return ACK;
+    });
+    await h.consume(spec({ maxDeliver: 20 }), handler);
+    const { seq } = await h.bus.publish(doomed);
+    await waitFor(() => h.terminated("worker").includes(seq), { description: "the termination advisory" });
+    const sentinel = startedEvent();
+    await h.bus.publish(sentinel);
+    await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel" });
+    const info = await waitFor(
+      async () => {
+        const i = await h.jsm.consumers.info(h.subjects.stream, "worker");
+        return i.num_ack_pending === 0 && i;
+      },
+      { description: "nothing pending" },
+    );
+    expect(info.num_redelivered).toBe(0);
+    expect(of(doomed.id)).toHaveLength(1);
+  });
+
   it("rejects malformed messages through the hook, terminates them and keeps working", async () => {
     const h = await harness();
     const { handler, deliveries } = recorder();

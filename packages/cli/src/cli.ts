@@ -1,68 +1,83 @@
 #!/usr/bin/env node
 /**
- * toolgate — the command line for people.
- *
- *   toolgate runs start --model scripted:c04 --input "…" [--task <id>] [--wait]
- *   toolgate runs get <run_id> | cancel <run_id>
- *   toolgate calls get <call_id>
- *   toolgate tools [--format openai-responses|openai-chat|anthropic|gemini|mcp]
- *   toolgate approvals list | approve <approval_id> | deny <approval_id> [--reason …]
- *   toolgate audit <run_id|call_id> [--verify]
- *   toolgate tail [--run <run_id>] [--call <call_id>]
- *
- * Environment: TOOLGATE_URL (orchestrator), TOOLGATE_API_KEY, TOOLGATE_AUDIT_URL, TOOLGATE_AUDIT_TOKEN,
- * TOOLGATE_POLICY_URL, TOOLGATE_APPROVER_TOKEN, NATS_URL, TOOLGATE_SUBJECT_PREFIX. Add --json for raw output.
+ * toolgate — the command line for people. `toolgate --help` lists the commands, `toolgate <command> --help`
+ * their options and the environment variables they read. Exit codes: 0 done, 1 the command failed, 2 the
+ * command line or the environment is wrong (an unknown option, a missing argument or variable).
  */
-import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { parseEvent, subjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { parseCommandLine, usage, UsageError } from "./command-line.js";
 
 const env = process.env;
-const { values: flags, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    model: { type: "string" },
-    input: { type: "string" },
-    task: { type: "string" },
-    wait: { type: "boolean", default: false },
-    format: { type: "string" },
-    run: { type: "string" },
-    call: { type: "string" },
-    reason: { type: "string" },
-    verify: { type: "boolean", default: false },
-    json: { type: "boolean", default: false },
-    help: { type: "boolean", short: "h", default: false },
-  },
-});
+let flags: Record<string, string | boolean | undefined> = {};
 
-/** A failed command: printed without a stack trace, exit code 1. */
+/** A failed command: printed as one line without a stack trace, exit code 1. */
 class CliError extends Error {}
 
-function required(name: string, value: string | undefined): string {
-  if (!value) throw new CliError(`${name} is required`);
+/** The value of an environment variable the command needs; a usage error (exit 2) naming it when unset. */
+function variable(name: string, what: string): string {
+  const value = env[name];
+  if (!value) throw new UsageError(`${name} is not set (${what})`);
   return value;
 }
 
-async function http<T>(base: string | undefined, method: "GET" | "POST", path: string, token: string | undefined, body?: unknown): Promise<T> {
-  const url = `${required("the service URL (TOOLGATE_URL, TOOLGATE_AUDIT_URL or TOOLGATE_POLICY_URL)", base).replace(/\/$/, "")}${path}`;
+/** What a service's answer must look like, to tell it from another service's (a wrong URL). */
+type Expect = (body: Record<string, unknown>) => boolean;
+
+async function http<T>(
+  service: { urlVariable: string; name: string; token: string | undefined },
+  method: "GET" | "POST",
+  path: string,
+  expect: Expect,
+  body?: unknown,
+): Promise<T> {
+  const base = variable(service.urlVariable, `the URL of the ${service.name}`);
+  const url = `${base.replace(/\/$/, "")}${path}`;
   let response: Response;
   try {
     response = await fetch(url, {
       method,
-      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        ...(service.token ? { authorization: `Bearer ${service.token}` } : {}),
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   } catch (error) {
-    throw new CliError(`cannot reach ${url}: ${(error as Error).message}`);
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new CliError(`cannot reach the ${service.name} at ${base} (${service.urlVariable}): ${cause?.code ?? cause?.message ?? (error as Error).message}`);
   }
   const text = await response.text();
-  const parsed = text ? (JSON.parse(text) as T & { error?: { code: string; message: string } }) : ({} as T & { error?: undefined });
-  if (!response.ok && parsed.error) throw new CliError(`${parsed.error.code}: ${parsed.error.message}`);
-  if (!response.ok) throw new CliError(`${method} ${path} answered ${response.status}`);
-  return parsed;
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : {};
+  } catch {
+    parsed = undefined;
+  }
+  const answer = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
+  const error = answer?.error as { code?: unknown; message?: unknown } | undefined;
+  if (!response.ok && typeof error?.code === "string" && typeof error.message === "string") throw new CliError(`${error.code}: ${error.message}`);
+  if (!answer || (response.ok && !expect(answer)) || !response.ok) {
+    throw new CliError(
+      `${base} did not answer as the Toolgate ${service.name} (${method} ${path}: HTTP ${response.status}${response.ok ? ", unexpected body" : ""}); check ${service.urlVariable}`,
+    );
+  }
+  return answer as T;
 }
 
-const orchestrator = <T>(method: "GET" | "POST", path: string, body?: unknown) => http<T>(env.TOOLGATE_URL, method, path, env.TOOLGATE_API_KEY, body);
+const has =
+  (...keys: string[]): Expect =>
+  (body) =>
+    keys.every((k) => k in body);
+
+const orchestrator = <T>(method: "GET" | "POST", path: string, expect: Expect, body?: unknown) =>
+  http<T>(
+    { urlVariable: "TOOLGATE_URL", name: "orchestrator", token: variable("TOOLGATE_API_KEY", "the API key the orchestrator knows you by") },
+    method,
+    path,
+    expect,
+    body,
+  );
 
 function print(value: unknown, human: () => string): void {
   console.log(flags.json ? JSON.stringify(value, null, 2) : human());
@@ -100,122 +115,138 @@ export function describeEvent(event: ToolgateEvent): string {
 
 async function tail(): Promise<void> {
   const subjects = subjectCatalogue(env.TOOLGATE_SUBJECT_PREFIX ?? "toolgate");
-  const nc = await connect({ servers: (env.NATS_URL ?? "nats://127.0.0.1:4222").split(",") });
-  const filter = flags.call ? subjects.oneCall(flags.call) : `${subjects.prefix}.>`;
+  const servers = env.NATS_URL ?? "nats://127.0.0.1:4222";
+  const nc = await connect({ servers: servers.split(","), timeout: 5_000 }).catch((error: unknown) => {
+    throw new CliError(`cannot reach NATS at ${servers} (NATS_URL): ${(error as Error).message}`);
+  });
+  const call = typeof flags.call === "string" ? flags.call : undefined;
+  const run = typeof flags.run === "string" ? flags.run : undefined;
+  const filter = call ? subjects.oneCall(call) : `${subjects.prefix}.>`;
   const sub = nc.subscribe(filter);
   process.on("SIGINT", () => void nc.drain().then(() => process.exit(0)));
   process.on("SIGTERM", () => void nc.drain().then(() => process.exit(0)));
-  console.error(`following ${filter}${flags.run ? ` for run ${flags.run}` : ""} (Ctrl-C to stop)`);
+  console.error(`following ${filter}${run ? ` for run ${run}` : ""} (Ctrl-C to stop)`);
   for await (const msg of sub) {
     const parsed = parseEvent(msg.data, 8 * 1024 * 1024);
     if (!parsed.ok) {
       console.log(`(${msg.subject}: ${parsed.rejection.reason})`);
       continue;
     }
-    if (flags.run && parsed.event.run_id !== flags.run) continue;
+    if (run && parsed.event.run_id !== run) continue;
     print(parsed.event, () => describeEvent(parsed.event));
   }
 }
 
+interface Approval {
+  approval_id: string;
+  call_id: string;
+  tool: { name: string; version: string };
+  risk: string;
+  requester: { subject: string };
+  expires_at: string;
+  plan_hash: string;
+}
+
 async function main(): Promise<void> {
-  const [group, action, id] = positionals;
-  if (flags.help || !group) {
-    console.log("usage: toolgate runs|calls|tools|approvals|audit|tail … (see the header of packages/cli/src/cli.ts)");
+  const line = parseCommandLine(process.argv.slice(2));
+  if (line.kind === "help") {
+    console.log(usage(line));
     return;
   }
-  switch (group) {
-    case "runs":
-      if (action === "start") {
-        const started = await orchestrator<{ run_id: string }>("POST", "/v1/runs", {
-          model: required("--model", flags.model),
-          input: flags.input ?? "",
-          context: flags.task ? { task_id: flags.task } : {},
-        });
-        if (!flags.wait) return print(started, () => started.run_id);
-        let run: RunView;
-        do run = await orchestrator<RunView>("GET", `/v1/runs/${started.run_id}?wait_ms=10000`);
-        while (run.status === "running");
-        return print(run, () => describeRun(run));
-      }
-      if (action === "get") {
-        const run = await orchestrator<RunView>("GET", `/v1/runs/${required("run id", id)}`);
-        return print(run, () => describeRun(run));
-      }
-      if (action === "cancel") {
-        const run = await orchestrator<RunView>("POST", `/v1/runs/${required("run id", id)}/cancel`, {});
-        return print(run, () => describeRun(run));
-      }
-      break;
-    case "calls":
-      if (action === "get") {
-        const call = await orchestrator<{ call_id: string; tool: string; status: string; result?: unknown }>(
-          "GET",
-          `/v1/tool-calls/${required("call id", id)}`,
-        );
-        return print(call, () => `${call.call_id}  ${call.tool}  ${call.status}\n${JSON.stringify(call.result ?? null, null, 2)}`);
-      }
-      break;
+  flags = line.options;
+  const [id = ""] = line.args;
+  const policy = <T>(method: "GET" | "POST", path: string, expect: Expect, body?: unknown) =>
+    http<T>(
+      { urlVariable: "TOOLGATE_POLICY_URL", name: "policy service", token: variable("TOOLGATE_APPROVER_TOKEN", "an approver's API key or token") },
+      method,
+      path,
+      expect,
+      body,
+    );
+  switch (line.command.name) {
+    case "runs start": {
+      const task = typeof flags.task === "string" ? flags.task : undefined;
+      if (typeof flags.model !== "string") throw new UsageError("runs start: --model is required (see toolgate runs start --help)");
+      const started = await orchestrator<{ run_id: string }>("POST", "/v1/runs", has("run_id"), {
+        model: flags.model,
+        input: typeof flags.input === "string" ? flags.input : "",
+        context: task ? { task_id: task } : {},
+      });
+      if (!flags.wait) return print(started, () => started.run_id);
+      let run: RunView;
+      do run = await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(started.run_id)}?wait_ms=10000`, has("run_id", "status", "calls"));
+      while (run.status === "running");
+      return print(run, () => describeRun(run));
+    }
+    case "runs get": {
+      const run = await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(id)}`, has("run_id", "status", "calls"));
+      return print(run, () => describeRun(run));
+    }
+    case "runs cancel": {
+      const run = await orchestrator<RunView>("POST", `/v1/runs/${encodeURIComponent(id)}/cancel`, has("run_id", "status", "calls"), {});
+      return print(run, () => describeRun(run));
+    }
+    case "calls get": {
+      const call = await orchestrator<{ call_id: string; tool: string; status: string; result?: unknown }>(
+        "GET",
+        `/v1/tool-calls/${encodeURIComponent(id)}`,
+        has("call_id", "status"),
+      );
+      return print(call, () => `${call.call_id}  ${call.tool}  ${call.status}\n${JSON.stringify(call.result ?? null, null, 2)}`);
+    }
     case "tools": {
+      const format = typeof flags.format === "string" ? flags.format : undefined;
       const tools = await orchestrator<{ tools: { name: string; version: string; description: string }[] } & Record<string, unknown>>(
         "GET",
-        `/v1/tools${flags.format ? `?format=${encodeURIComponent(flags.format)}` : ""}`,
+        `/v1/tools${format ? `?format=${encodeURIComponent(format)}` : ""}`,
+        (body) => Array.isArray(body.tools),
       );
-      return print(tools, () =>
-        flags.format ? JSON.stringify(tools, null, 2) : tools.tools.map((t) => `${t.name}@${t.version}  ${t.description}`).join("\n"),
+      return print(tools, () => (format ? JSON.stringify(tools, null, 2) : tools.tools.map((t) => `${t.name}@${t.version}  ${t.description}`).join("\n")));
+    }
+    case "approvals list": {
+      const list = await policy<{ approvals: Approval[] }>("GET", "/v1/approvals", (body) => Array.isArray(body.approvals));
+      return print(
+        list,
+        () =>
+          list.approvals
+            .map(
+              (a) =>
+                `${a.approval_id}  ${a.tool.name}@${a.tool.version}  ${a.risk} risk  call ${a.call_id}  requested by ${a.requester.subject}  expires ${a.expires_at}  plan ${a.plan_hash}`,
+            )
+            .join("\n") || "no pending approvals",
       );
     }
-    case "approvals": {
-      const policy = <T>(method: "GET" | "POST", path: string, body?: unknown) =>
-        http<T>(env.TOOLGATE_POLICY_URL, method, path, env.TOOLGATE_APPROVER_TOKEN, body);
-      if (action === "list" || action === undefined) {
-        const list = await policy<{
-          approvals: {
-            approval_id: string;
-            call_id: string;
-            tool: { name: string; version: string };
-            risk: string;
-            requester: { subject: string };
-            expires_at: string;
-            plan_hash: string;
-          }[];
-        }>("GET", "/v1/approvals");
-        return print(
-          list,
-          () =>
-            list.approvals
-              .map(
-                (a) =>
-                  `${a.approval_id}  ${a.tool.name}@${a.tool.version}  ${a.risk} risk  call ${a.call_id}  requested by ${a.requester.subject}  expires ${a.expires_at}  plan ${a.plan_hash}`,
-              )
-              .join("\n") || "no pending approvals",
-        );
-      }
-      if (action === "approve" || action === "deny") {
-        const decided = await policy<unknown>("POST", `/v1/approvals/${required("approval id", id)}/${action}`, flags.reason ? { reason: flags.reason } : {});
-        return print(decided, () => `${action === "approve" ? "approved" : "denied"} ${id}`);
-      }
-      break;
+    case "approvals approve":
+    case "approvals deny": {
+      const action = line.command.name === "approvals approve" ? "approve" : "deny";
+      const reason = typeof flags.reason === "string" ? { reason: flags.reason } : {};
+      const decided = await policy<unknown>("POST", `/v1/approvals/${encodeURIComponent(id)}/${action}`, () => true, reason);
+      return print(decided, () => `${action === "approve" ? "approved" : "denied"} ${id}`);
     }
     case "audit": {
-      const target = required("run or call id", action);
-      const kind = target.startsWith("run_") ? "runs" : "calls";
-      const audit = <T>(path: string) => http<T>(env.TOOLGATE_AUDIT_URL, "GET", path, env.TOOLGATE_AUDIT_TOKEN);
+      const kind = id.startsWith("run_") ? "runs" : "calls";
+      const audit = <T>(path: string, expect: Expect) =>
+        http<T>({ urlVariable: "TOOLGATE_AUDIT_URL", name: "audit service", token: env.TOOLGATE_AUDIT_TOKEN }, "GET", path, expect);
       if (flags.verify) {
-        const verified = await audit<{ ok: boolean }>(`/v1/${kind}/${target}/verify`);
+        const verified = await audit<{ ok: boolean }>(`/v1/${kind}/${encodeURIComponent(id)}/verify`, (body) => typeof body.ok === "boolean");
         print(verified, () => (verified.ok ? "hash chain verified" : `hash chain BROKEN: ${JSON.stringify(verified)}`));
         if (!verified.ok) process.exitCode = 2;
         return;
       }
-      const trail = await audit<{ events: { event: ToolgateEvent }[] }>(`/v1/${kind}/${target}/events`);
+      const trail = await audit<{ events: { event: ToolgateEvent }[] }>(`/v1/${kind}/${encodeURIComponent(id)}/events`, (body) => Array.isArray(body.events));
       return print(trail, () => trail.events.map((e) => describeEvent(e.event)).join("\n"));
     }
     case "tail":
       return tail();
   }
-  throw new CliError(`unknown command: ${positionals.join(" ")}`);
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof CliError ? `toolgate: ${error.message}` : error);
+  // One line, never a stack trace: usage errors exit 2, failed commands 1.
+  if (error instanceof UsageError) {
+    console.error(`toolgate: ${error.message}`);
+    process.exit(2);
+  }
+  console.error(`toolgate: ${error instanceof CliError ? error.message : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`}`);
   process.exit(1);
 });

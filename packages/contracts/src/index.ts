@@ -57,3 +57,13 @@ export {
 export { parseEvent, type EventRejection, type ParsedEvent } from "./parse-event.js";
 export { decisionSigner, decisionVerifier, keyIdOf, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";
 export { nextCallEvent, originOf, runEvent, type CallEventOrigin } from "./event-builders.js";
+export {
+  unsafeText,
+  findUnsafeText,
+  describeUnsafeText,
+  printablePointer,
+  type UnsafeText,
+  type UnsafeTextAt,
+  type UnsafeTextReason,
+  type TextRole,
+} from "./unsafe-text.js";

@@ -1,4 +1,4 @@
-import { failure, success, type ResultEnvelope } from "@toolgate/contracts";
+import { failure, findUnsafeText, success, unsafeText, type ResultEnvelope } from "@toolgate/contracts";
 import { ToolRegistry } from "@toolgate/registry";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -77,6 +77,32 @@ describe.each(PROVIDERS)("%s: malformed payloads are typed errors, never excepti
     expect(parseToolCalls(provider, payload(provider, [{ id: "c1", name: "drop_database", args: args(provider, {}) }]))).toMatchObject({
       ok: true,
       calls: [{ name: "drop_database" }],
+    });
+  });
+
+  it("refuses a NUL, a control character or an unpaired surrogate in a call id, a tool name or an argument key", () => {
+    const bad = [
+      { id: "a\u0000b", name: "search_sources", args: args(provider, ARGS) },
+      { id: "c1", name: "search\u0000sources", args: args(provider, ARGS) },
+      { id: "c1\n", name: "search_sources", args: args(provider, ARGS) },
+      { id: "c1", name: "search_sources\ud800", args: args(provider, ARGS) },
+      { id: "c1", name: "search_sources", args: args(provider, { ...ARGS, nested: { "qu\u0000ery": 1 } }) },
+    ];
+    for (const call of bad) {
+      const result = parseToolCalls(provider, payload(provider, [call]));
+      expect(result).toMatchObject({ ok: false, error: { code: "INVALID_CHARACTERS" } });
+      // The message names the character; it never carries it.
+      if (!result.ok) expect(result.error.message).toMatch(/^[\x20-\x7e]+$/);
+    }
+    if (textArgs(provider)) {
+      const raw = parseToolCalls(provider, payload(provider, [{ id: "c1", name: "search_sources", args: '{"query":"a\u0000"}' }]));
+      expect(raw).toMatchObject({ ok: false, error: { code: "INVALID_CHARACTERS", message: expect.stringContaining("arguments text") } });
+    }
+    // A NUL in an argument value is data: the call is parsed and its contract decides.
+    expect(
+      parseToolCalls(provider, payload(provider, [{ id: "c1", name: "search_sources", args: args(provider, { ...ARGS, query: "a\u0000b" }) }])),
+    ).toMatchObject({
+      ok: true,
     });
   });
 
@@ -217,8 +243,20 @@ describe("property: random provider payloads never crash an adapter, and nothing
   const jsonish = fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.constant(undefined));
   const call = fc.record(
     {
-      id: fc.oneof(fc.string({ maxLength: 6 }), fc.integer({ min: -2, max: 3 }), fc.constant(null), fc.constant(""), fc.double()),
-      name: fc.oneof(fc.constantFrom("search_sources", "save_note", "drop_database", ""), fc.string({ maxLength: 4 }), fc.integer()),
+      id: fc.oneof(
+        fc.string({ maxLength: 6 }),
+        fc.string({ unit: "binary", maxLength: 6 }),
+        fc.integer({ min: -2, max: 3 }),
+        fc.constant(null),
+        fc.constant(""),
+        fc.double(),
+      ),
+      name: fc.oneof(
+        fc.constantFrom("search_sources", "save_note", "drop_database", "", "search_sources\u0000"),
+        fc.string({ maxLength: 4 }),
+        fc.string({ unit: "binary", maxLength: 4 }),
+        fc.integer(),
+      ),
       args: fc.oneof(
         jsonish,
         fc.json({ maxDepth: 3 }),
@@ -226,6 +264,7 @@ describe("property: random provider payloads never crash an adapter, and nothing
         fc.constant(JSON.stringify(ARGS)),
         fc.string({ unit: "binary", maxLength: 20 }),
         fc.dictionary(fc.string({ maxLength: 4 }), jsonish, { maxKeys: 4 }),
+        fc.dictionary(fc.string({ unit: "binary", maxLength: 4 }), jsonish, { maxKeys: 4 }),
       ),
     },
     { requiredKeys: [] },
@@ -248,6 +287,11 @@ describe("property: random provider payloads never crash an adapter, and nothing
         for (const c of result.calls) {
           expect(c.id.length).toBeGreaterThan(0);
           expect(c.name.length).toBeGreaterThan(0);
+          // What is accepted can be recorded and proposed: safe ids, names and keys, no raw NUL or lone surrogate.
+          expect(unsafeText(c.id, "identifier")).toBeUndefined();
+          expect(unsafeText(c.name, "identifier")).toBeUndefined();
+          expect(unsafeText(c.argumentsJson, "text")).toBeUndefined();
+          if (c.problem === undefined) expect(findUnsafeText(JSON.parse(c.argumentsJson), "none")).toBeUndefined();
           if (c.problem === undefined) {
             expect(tools.has(c.name)).toBe(true);
             const value: unknown = JSON.parse(c.argumentsJson);

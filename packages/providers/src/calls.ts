@@ -1,4 +1,13 @@
-import { ResultEnvelopeSchema, type JsonValue, type ResultEnvelope } from "@toolgate/contracts";
+import {
+  describeUnsafeText,
+  findUnsafeText,
+  printablePointer,
+  ResultEnvelopeSchema,
+  unsafeText,
+  type JsonValue,
+  type ResultEnvelope,
+  type UnsafeTextAt,
+} from "@toolgate/contracts";
 import { parseStrictJson } from "@toolgate/registry";
 import type { z } from "zod";
 import type { CallResult, KnownTools, ParsedToolCall, ParseOptions, ParseResult, ProviderError, ProviderErrorCode, Provenance } from "./types.js";
@@ -63,18 +72,29 @@ export class CallCollector {
       return providerError("MISSING_TOOL_NAME", `the call ${JSON.stringify(id.slice(0, 64))} names no tool`, pointer);
     if (name.length > MAX_NAME_LENGTH)
       return providerError("MALFORMED_PAYLOAD", `the tool name at ${pointer} is longer than ${MAX_NAME_LENGTH} characters`, pointer);
+    const unsafeId = unsafeText(id, "identifier");
+    if (unsafeId) return providerError("INVALID_CHARACTERS", describeUnsafeText(`the call id at ${pointer}`, unsafeId), pointer);
+    const unsafeName = unsafeText(name, "identifier");
+    if (unsafeName) return providerError("INVALID_CHARACTERS", describeUnsafeText(`the tool name at ${pointer}`, unsafeName), pointer);
     let argumentsJson: string;
     let problem: ParsedToolCall["problem"];
     if ("text" in args) {
       if (typeof args.text !== "string")
         return providerError("MALFORMED_PAYLOAD", `the arguments of ${JSON.stringify(id.slice(0, 64))} are not a string`, pointer);
       argumentsJson = args.text;
-      problem = textProblem(argumentsJson);
+      // A raw NUL or unpaired surrogate cannot be recorded or proposed: refused here, not answered as INVALID_JSON.
+      const unsafeArguments = unsafeText(argumentsJson, "text");
+      if (unsafeArguments) return providerError("INVALID_CHARACTERS", describeUnsafeText(`the arguments text at ${pointer}`, unsafeArguments), pointer);
+      const checked = textProblem(argumentsJson);
+      if (checked.unsafeKey) return unsafeKeyError(checked.unsafeKey, pointer);
+      problem = checked.problem;
     } else {
       const value = args.object;
       if (typeof value !== "object" || value === null || Array.isArray(value)) {
         return providerError("ARGUMENTS_NOT_OBJECT", `the arguments of ${JSON.stringify(id.slice(0, 64))} are not a JSON object`, pointer);
       }
+      const unsafeKey = findUnsafeText(value, "none");
+      if (unsafeKey) return unsafeKeyError(unsafeKey, pointer);
       const text = serialize(value);
       if (text === undefined)
         return providerError("MALFORMED_PAYLOAD", `the arguments of ${JSON.stringify(id.slice(0, 64))} cannot be written as JSON`, pointer);
@@ -98,17 +118,31 @@ export class CallCollector {
   }
 }
 
-function textProblem(text: string): ParsedToolCall["problem"] {
+/** What is wrong with arguments given as text: a problem the call is answered with, or a key that refuses the payload. */
+function textProblem(text: string): { problem?: ParsedToolCall["problem"]; unsafeKey?: UnsafeTextAt } {
   const parsed = parseStrictJson(text, { maxDepth: 256 });
   if (!parsed.ok) {
-    return parsed.error.code === "INVALID_JSON"
-      ? { code: "INVALID_JSON", message: `the arguments are not valid JSON: ${parsed.error.message}` }
-      : { code: "INVALID_ARGUMENTS", message: parsed.error.message };
+    return {
+      problem:
+        parsed.error.code === "INVALID_JSON"
+          ? { code: "INVALID_JSON", message: `the arguments are not valid JSON: ${parsed.error.message}` }
+          : { code: "INVALID_ARGUMENTS", message: parsed.error.message },
+    };
   }
   const value = parsed.value;
-  return typeof value === "object" && value !== null && !Array.isArray(value)
-    ? undefined
-    : { code: "INVALID_ARGUMENTS", message: "the arguments must be a JSON object" };
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return { problem: { code: "INVALID_ARGUMENTS", message: "the arguments must be a JSON object" } };
+  const unsafeKey = findUnsafeText(value, "none");
+  return unsafeKey ? { unsafeKey } : {};
+}
+
+/** The refusal of arguments that hold a key no tool can declare (a NUL, a control character, an unpaired surrogate). */
+function unsafeKeyError(found: UnsafeTextAt, pointer: string): { ok: false; error: ProviderError } {
+  return providerError(
+    "INVALID_CHARACTERS",
+    describeUnsafeText(`the argument key ${printablePointer(found.pointer)} of the call at ${pointer}`, found),
+    pointer,
+  );
 }
 
 function serialize(value: object): string | undefined {

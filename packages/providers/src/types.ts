@@ -19,10 +19,12 @@ export type ProviderName = (typeof PROVIDERS)[number];
 
 /**
  * A problem in a payload that does not follow the provider's own format (no or duplicate call ids, arguments
- * of the wrong JSON type), or a result set that does not answer the calls one to one.
+ * of the wrong JSON type, a NUL, control character or unpaired surrogate in a call id, tool name or argument
+ * key), or a result set that does not answer the calls one to one.
  */
 export type ProviderErrorCode =
   | "MALFORMED_PAYLOAD"
+  | "INVALID_CHARACTERS"
   | "MISSING_CALL_ID"
   | "DUPLICATE_CALL_ID"
   | "MISSING_TOOL_NAME"

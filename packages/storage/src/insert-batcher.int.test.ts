@@ -98,6 +98,26 @@ describe("InsertBatcher", () => {
     expect((await raw.find({}).toArray()).map((d) => d._id).sort()).toEqual(["good", "lead"]);
   });
 
+  it("keeps one caller's unstorable document from failing the other callers of its batch", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    const { collection, batches } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    const outcomes = await Promise.allSettled([
+      batcher.insert({ _id: "good-1", n: 1 }),
+      // No driver can encode a NUL in a key: the whole command fails before it is sent.
+      batcher.insert({ _id: "nul-key", n: 2, nested: { "a\u0000b": 1 } }),
+      batcher.insert({ _id: "good-2", n: 3 }),
+      // FerretDB on PostgreSQL refuses the whole command for a NUL in a value; MongoDB stores it.
+      batcher.insert({ _id: "nul-value", n: 4, text: "a\u0000b" }),
+      batcher.insert({ _id: "good-3", n: 5 }),
+    ]);
+    expect(batches[0]).toEqual(["good-1", "nul-key", "good-2", "nul-value", "good-3"]);
+    expect(outcomes[1]).toMatchObject({ status: "rejected", reason: { name: "BSONError" } });
+    for (const i of [0, 2, 4]) expect(outcomes[i]).toEqual({ status: "fulfilled", value: "inserted" });
+    const stored = (await raw.find({}).toArray()).map((d) => d._id).sort();
+    expect(stored).toEqual(outcomes[3].status === "fulfilled" ? ["good-1", "good-2", "good-3", "nul-value"] : ["good-1", "good-2", "good-3"]);
+  });
+
   it("splits a queue larger than maxBatch and keeps at most maxInFlight commands running", async () => {
     const raw = db.collection<Doc>(uniqueName("batch_"));
     let running = 0;

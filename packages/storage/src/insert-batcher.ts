@@ -1,4 +1,4 @@
-import { MongoBulkWriteError, type Collection, type Document, type OptionalUnlessRequiredId } from "mongodb";
+import { BSON, MongoBulkWriteError, type Collection, type Document, type OptionalUnlessRequiredId } from "mongodb";
 
 /** Whether one document was stored or its unique key already existed. */
 export type InsertOutcome = "inserted" | "duplicate";
@@ -69,6 +69,12 @@ export class InsertBatcher<T extends Document> {
       );
       for (const b of batch) b.resolve("inserted");
     } catch (error) {
+      // One document the driver cannot encode or the server refuses outright fails the whole command: each is
+      // tried on its own, so that one caller's bad document is not every other caller's failure.
+      if (batch.length > 1 && refusedWhole(error)) {
+        for (const b of batch) await this.#flush([b]);
+        return;
+      }
       if (!(error instanceof MongoBulkWriteError)) {
         for (const b of batch) b.reject(error);
         return;
@@ -88,6 +94,22 @@ export class InsertBatcher<T extends Document> {
       });
     }
   }
+}
+
+/**
+ * Whether a failed insert stored nothing and names no document: the driver could not encode the command, or
+ * the server refused it as a whole (an error code, nothing inserted, no per-document or write-concern error) —
+ * as FerretDB on PostgreSQL does for a string holding U+0000. Not a connection failure (those carry no code).
+ */
+function refusedWhole(error: unknown): boolean {
+  if (BSON.BSONError.isBSONError(error)) return true;
+  return (
+    error instanceof MongoBulkWriteError &&
+    typeof error.code === "number" &&
+    writeErrorsOf(error).length === 0 &&
+    error.writeConcernError === undefined &&
+    error.result.insertedCount === 0
+  );
 }
 
 /**

@@ -20,6 +20,7 @@ import { HostCallConflictError } from "./host-call-keys.js";
 import { IDEMPOTENCY_HEADER, parseIdempotencyKey, principalScope, requestFingerprint, type HostIdempotency, type KeyDecision } from "./host-idempotency.js";
 import { classifyFailure, withDeadline, type Availability, type Dependency } from "./outage.js";
 import type { Admission, AdmissionTicket } from "./admission.js";
+import { INVALID_CHARACTERS, unsafeCalls, unsafeRunRequest } from "./inbound-text.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -481,6 +482,8 @@ export function orchestratorApi(deps: {
   app.post("/v1/runs", async (request, reply) => {
     const body = StartRunSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid run request", issues(body.error));
+    const unsafe = unsafeRunRequest(body.data);
+    if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
     const claimed = await claimKey(request, reply, "POST /v1/runs");
     if ("answered" in claimed) return claimed.answered;
     const { decision } = claimed;
@@ -546,6 +549,8 @@ export function orchestratorApi(deps: {
   app.post("/v1/tool-calls", async (request, reply) => {
     const body = SubmitCallsSchema.safeParse(request.body);
     if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid tool-call submission", issues(body.error));
+    const unsafe = unsafeCalls(body.data.calls);
+    if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
     const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
       reply.code(results.size === callIds.length ? 200 : 202).send({
         run_id: runId,

@@ -17,6 +17,7 @@ import {
   requestFingerprint,
   type HostIdempotency,
 } from "./host-idempotency.js";
+import { INVALID_CHARACTERS, unsafeKeys, unsafeToolName } from "./inbound-text.js";
 import { classifyFailure, withDeadline } from "./outage.js";
 import type { RunStore } from "./run-store.js";
 import type { RunLoop } from "./run-loop.js";
@@ -80,6 +81,9 @@ export class McpFrontDoor {
       return { tools: exported.tools };
     });
     server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+      // Refused before anything is recorded: neither the store nor the event stream could carry them.
+      const unsafe = unsafeToolName(request.params.name, "/params/name") ?? unsafeKeys(request.params.arguments ?? {}, "/params/arguments");
+      if (unsafe) throw new McpError(ErrorCode.InvalidParams, unsafe.message, { code: INVALID_CHARACTERS, pointer: unsafe.pointer });
       const argumentsJson = JSON.stringify(request.params.arguments ?? {});
       const parsed = parseIdempotencyKey(request.params._meta?.[MCP_IDEMPOTENCY_META]);
       if (!parsed.ok) throw new McpError(ErrorCode.InvalidParams, parsed.message, { code: "INVALID_IDEMPOTENCY_KEY" });
