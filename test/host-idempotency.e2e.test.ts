@@ -117,7 +117,11 @@ describe("Idempotency-Key on POST /v1/tool-calls", () => {
     const first = await post("/v1/tool-calls", { calls: [write(107)], wait_ms: 10_000 }, { key: "k-107" });
     expect(first.status).toBe(200);
     const keys = runtime.collection("host_idempotency");
-    // As another replica leaves it between claiming the key and learning its calls' ids (and, later, when it died there).
+    // As another replica leaves it between claiming the key and learning its calls' ids (and, later, when it died
+    // there). A restarted orchestrator is that other replica: it knows the key only from the store (the process
+    // that submitted answers its own retries from memory).
+    await stack.process("orchestrator").stop();
+    await stack.startService("orchestrator");
     await keys.updateOne({ key: "k-107" }, { $set: { state: "claimed", lease_until: new Date(Date.now() + 60_000) }, $unset: { call_ids: "" } });
     const inFlight = await post("/v1/tool-calls", { calls: [write(107)], wait_ms: 10_000 }, { key: "k-107" });
     expect(inFlight.status).toBe(409);

@@ -89,6 +89,8 @@ const HEADER_ALLOWANCE_BYTES = 4 * 1024;
 /** Client pings: a connection with this many pings unanswered, this far apart, is stale and replaced. */
 const PING_INTERVAL_MS = 2_000;
 const MAX_PINGS_OUT = 3;
+/** How long one pull request waits at the server; also the library's delay between consumer checks after a reconnect. */
+const PULL_EXPIRES_MS = 5_000;
 const headerSetter: TextMapSetter<MsgHdrs> = { set: (h, k, v) => h.set(k, v) };
 const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
   get: (h, k) => (h?.has(k) ? h.get(k) : undefined),
@@ -333,7 +335,10 @@ export class NatsEventBus implements EventBus {
     // Ask for no more than the slots: replicas sharing the consumer then share its messages (one that asked for
     // more would hold messages back while another stands idle). The library asks again as messages arrive,
     // so the next one is usually here when a slot frees up.
-    subscription = await consumer.consume({ max_messages: spec.slots, callback: deliver });
+    // Pulls expire after 5 s instead of the library's 30 s: after a reconnect the library checks the consumer
+    // before pulling again and, when that check fails (its leader was on the node that went away and a new one is
+    // being elected), waits one `expires` before the next check — 30 s of a consumer standing still by default.
+    subscription = await consumer.consume({ max_messages: spec.slots, expires: PULL_EXPIRES_MS, callback: deliver });
     const keepAlive = heldMessagesKeepAlive(held, spec.ackWaitMs);
     const stop = async (): Promise<void> => {
       stopping = true;
