@@ -14,8 +14,17 @@ function isTerminal(event: CallEvent): event is TerminalEvent {
   return event.type === "rejected" || event.type === "denied" || event.type === "completed" || event.type === "outcome_unknown";
 }
 
-/** Deliveries of an outcome whose call has no record yet before it is taken for one Toolgate never proposed. */
-const UNKNOWN_CALL_DELIVERIES = 5;
+/**
+ * How long an outcome whose call has no record yet is kept coming back before it is taken for one Toolgate never
+ * proposed. A proposer that dies between its proposal and its record leaves the record to the host's retry, which
+ * takes the request over once its claim lapses (up to MAX_HOLD_LEASES leases of a few seconds) — well after
+ * the outcome may have arrived. The orphan sweep does not see a record written that late (its cursor has passed
+ * the call's id), so the outcome itself waits for it: redelivered every few seconds, within the consumer's
+ * delivery budget.
+ */
+const LATE_RECORD_WINDOW_MS = 60_000;
+const LATE_RECORD_MAX_DELIVERIES = 18;
+const LATE_RECORD_RECHECK_MAX_MS = 5_000;
 
 export interface CallOutcomesDeps {
   store: RunStore;
@@ -59,7 +68,10 @@ export class CallOutcomes {
       // The record of a call another replica proposed a moment ago may still be on its way to the store; a call
       // Toolgate never recorded (a message published by something else, or a proposer that died before its
       // record landed) gets no outcome attached.
-      if (delivery.deliveryCount < UNKNOWN_CALL_DELIVERIES) return retryLater("no record of this call yet", 100 * 2 ** delivery.deliveryCount);
+      const age = this.#deps.now() - Date.parse(event.time);
+      if (delivery.deliveryCount < LATE_RECORD_MAX_DELIVERIES && age < LATE_RECORD_WINDOW_MS) {
+        return retryLater("no record of this call yet", Math.min(100 * 2 ** delivery.deliveryCount, LATE_RECORD_RECHECK_MAX_MS));
+      }
       logger.warn({ call_id: event.call_id, type: event.type }, "terminal event for a call this orchestrator never recorded");
       return ACK;
     }
