@@ -107,6 +107,13 @@ function expectTypedRefusal(answer: Answer, pointer?: string): void {
   if (pointer !== undefined) expect(error.details?.pointer).toBe(pointer);
 }
 
+/** What the orchestrator logged at error level: a request that failed inside it rather than at its edge. */
+const orchestratorErrors = () =>
+  stack
+    .process("orchestrator")
+    .logs()
+    .filter((l) => l.level === "error");
+
 describe("unsafe characters at the front doors", () => {
   it("refuses a NUL in an Anthropic tool_use id, tool name or input key with a typed 400", async () => {
     const path = "/v1/providers/anthropic/tool-calls";
@@ -146,12 +153,7 @@ describe("unsafe characters at the front doors", () => {
       expect(answer.body).toMatchObject({ error: { code: -32602, data: { code: "INVALID_CHARACTERS" } } });
     }
     // Nothing above reached the store: no request failed inside the orchestrator.
-    expect(
-      stack
-        .process("orchestrator")
-        .logs()
-        .filter((l) => l.level === "error"),
-    ).toEqual([]);
+    expect(orchestratorErrors()).toEqual([]);
   });
 
   it("takes a NUL or a lone surrogate in an argument value as data: each call ends once, with the contract's verdict", async () => {
@@ -232,11 +234,6 @@ describe("property: random bytes at the HTTP endpoints", () => {
         callId,
       ).toHaveLength(1);
     }
-    expect(
-      stack
-        .process("orchestrator")
-        .logs()
-        .filter((l) => l.level === "error"),
-    ).toEqual([]);
+    expect(orchestratorErrors()).toEqual([]);
   });
 });

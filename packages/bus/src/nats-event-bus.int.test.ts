@@ -253,21 +253,7 @@ describe("NatsEventBus", () => {
     const doomed = startedEvent();
     const { handler, of } = recorder((e) => (e.id === doomed.id ? terminate("poison") : ACK));
     await h.consume(spec(), handler);
-    const { seq } = await h.bus.publish(doomed);
-    await waitFor(() => h.terminated("worker").includes(seq), { description: "the termination advisory" });
-    const sentinel = startedEvent();
-    await h.bus.publish(sentinel);
-    await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel" });
-    // The handler records a delivery before its ack is sent: wait for the server to have it.
-    const info = await waitFor(
-      async () => {
-        const i = await h.jsm.consumers.info(h.subjects.stream, "worker");
-        return i.num_ack_pending === 0 && i;
-      },
-      { description: "nothing pending" },
-    );
-    expect(info.num_redelivered).toBe(0);
-    expect(of(doomed.id)).toHaveLength(1);
+    await expectTerminatedOnFirstDelivery(h, doomed, of);
   });
 
   it("terminates on its first delivery an event whose handler fails on a value the database refuses", async () => {
@@ -280,20 +266,7 @@ describe("NatsEventBus", () => {
       return ACK;
     });
     await h.consume(spec({ maxDeliver: 20 }), handler);
-    const { seq } = await h.bus.publish(doomed);
-    await waitFor(() => h.terminated("worker").includes(seq), { description: "the termination advisory" });
-    const sentinel = startedEvent();
-    await h.bus.publish(sentinel);
-    await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel" });
-    const info = await waitFor(
-      async () => {
-        const i = await h.jsm.consumers.info(h.subjects.stream, "worker");
-        return i.num_ack_pending === 0 && i;
-      },
-      { description: "nothing pending" },
-    );
-    expect(info.num_redelivered).toBe(0);
-    expect(of(doomed.id)).toHaveLength(1);
+    await expectTerminatedOnFirstDelivery(h, doomed, of);
   });
 
   it("rejects malformed messages through the hook, terminates them and keeps working", async () => {
@@ -656,4 +629,26 @@ async function consumerNames(h: Harness): Promise<string[]> {
   const names: string[] = [];
   for await (const c of h.jsm.consumers.list(h.subjects.stream)) names.push(c.name);
   return names.sort();
+}
+
+/**
+ * Publishes `doomed` and shows it was terminated on its first delivery: the termination advisory, a sentinel
+ * published after it handled, nothing pending, nothing redelivered, one delivery of it.
+ */
+async function expectTerminatedOnFirstDelivery(h: Harness, doomed: ToolgateEvent, of: (id: string) => unknown[]): Promise<void> {
+  const { seq } = await h.bus.publish(doomed);
+  await waitFor(() => h.terminated("worker").includes(seq), { description: "the termination advisory" });
+  const sentinel = startedEvent();
+  await h.bus.publish(sentinel);
+  await waitFor(() => of(sentinel.id).length === 1, { description: "the sentinel" });
+  // The handler records a delivery before its ack is sent: wait for the server to have it.
+  const info = await waitFor(
+    async () => {
+      const i = await h.jsm.consumers.info(h.subjects.stream, "worker");
+      return i.num_ack_pending === 0 && i;
+    },
+    { description: "nothing pending" },
+  );
+  expect(info.num_redelivered).toBe(0);
+  expect(of(doomed.id)).toHaveLength(1);
 }
