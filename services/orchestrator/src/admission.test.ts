@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Admission } from "./admission.js";
 
 function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
@@ -51,5 +51,23 @@ describe("Admission", () => {
 
   it("rejects a limit that admits nothing", () => {
     expect(() => new Admission(0)).toThrow(RangeError);
+  });
+});
+
+describe("Admission with work that hangs", () => {
+  it("gives the place back after the hold limit even when the work never settles", () => {
+    vi.useFakeTimers();
+    try {
+      const admission = new Admission(1);
+      const ticket = admission.enter()!;
+      ticket.hold(new Promise(() => undefined), 20_000);
+      ticket.release();
+      vi.advanceTimersByTime(19_999);
+      expect(admission.enter()).toBeUndefined();
+      vi.advanceTimersByTime(1);
+      expect(admission.inFlight).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -5,6 +5,9 @@
  * before it touches the store: after an outage every client retries, and without a bound each retry adds its
  * claims and reads to a store that is still catching up, so the backlog feeds itself instead of draining.
  */
+/** The longest one piece of work keeps its place (see {@link AdmissionTicket.hold}). */
+export const MAX_HOLD_MS = 30_000;
+
 export class Admission {
   readonly #limit: number;
   #inFlight = 0;
@@ -42,13 +45,22 @@ export class AdmissionTicket {
     this.#leave = leave;
   }
 
-  /** Keeps the place until `work` settles, whatever happens to the request meanwhile. */
-  hold(work: Promise<unknown>): void {
+  /**
+   * Keeps the place until `work` settles, whatever happens to the request meanwhile — or for `limitMs` at most:
+   * work that hangs (a store that never answers) must not keep new work out for good.
+   */
+  hold(work: Promise<unknown>, limitMs = MAX_HOLD_MS): void {
     this.#holding += 1;
+    let counted = true;
     const settled = () => {
+      if (!counted) return;
+      counted = false;
+      clearTimeout(timer);
       this.#holding -= 1;
       this.#giveBackIfDone();
     };
+    const timer = setTimeout(settled, limitMs);
+    timer.unref();
     work.then(settled, settled);
   }
 
