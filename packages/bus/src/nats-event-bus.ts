@@ -146,7 +146,7 @@ export class NatsEventBus implements EventBus {
         case "reconnect":
           if (!this.#connected) {
             this.#connected = true;
-            this.#log.info({ server: status.server, down_ms: Date.now() - lostAt }, "NATS connection restored");
+            this.#log.warn({ server: status.server, down_ms: Date.now() - lostAt }, "NATS connection restored");
           }
           break;
         case "ldm":

@@ -79,7 +79,7 @@ function logDatabaseReachability(mongo: MongoClient, logger: Logger): void {
       lostAt = Date.now();
       logger.warn({ server: event.address, err: event.newDescription.error ?? undefined }, "database unreachable; operations fail until it is back");
     } else if (now !== "Unknown" && was === "Unknown" && lostAt > 0) {
-      logger.info({ server: event.address, down_ms: Date.now() - lostAt }, "database reachable again");
+      logger.warn({ server: event.address, down_ms: Date.now() - lostAt }, "database reachable again");
       lostAt = 0;
     }
   });
