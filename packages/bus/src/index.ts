@@ -11,7 +11,7 @@ export {
   type DeliveryAttempt,
 } from "./disposition.js";
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
-export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
+export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings, type BusTrust } from "./nats-event-bus.js";
 export { unreachableDependency, type Unreachable } from "./unreachable.js";
 export { unprocessableValue, type Unprocessable } from "./unprocessable.js";
 export {

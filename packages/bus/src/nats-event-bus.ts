@@ -20,7 +20,17 @@ import {
 } from "@nats-io/jetstream";
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
-import { parseEvent, sha256, type CallEventType, type EventRejection, type RunEventType, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import {
+  parseEvent,
+  sha256,
+  type CallEventType,
+  type EventRejection,
+  type EventSigner,
+  type TrustedKeys,
+  type RunEventType,
+  type SubjectCatalogue,
+  type ToolgateEvent,
+} from "@toolgate/contracts";
 import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
@@ -78,6 +88,18 @@ export interface NatsEventBusOptions {
    * every refusal is thrown. A server below 2.10 is refused whatever this says.
    */
   allowUnsafe?: (refusal: NatsRefusal) => boolean;
+  /** Signs every publish, and refuses before any handler an event not signed by the role owning it (see {@link BusTrust}). */
+  trust?: BusTrust;
+}
+
+/**
+ * How the bus signs and checks transitions. `signer` seals every published event; with `keys`, consumers,
+ * `lastEvent` and `watch` pass on only events whose signature verifies for the role that owns them. Audit
+ * gives no keys: it stores every event and judges each itself.
+ */
+export interface BusTrust {
+  signer?: EventSigner;
+  keys?: TrustedKeys;
 }
 
 const encoder = new TextEncoder();
@@ -262,7 +284,8 @@ export class NatsEventBus implements EventBus {
   async publish(event: ToolgateEvent): Promise<PublishReceipt> {
     const { subjects } = this.#options;
     const subject = event.kind === "call" ? subjects.call(event.call_id, event.type) : subjects.run(event.run_id, event.type);
-    const data = encoder.encode(JSON.stringify(event));
+    const signer = this.#options.trust?.signer;
+    const data = encoder.encode(JSON.stringify(signer ? signer.seal(event) : event));
     if (data.byteLength > this.#options.maxEventBytes) {
       throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
     }
@@ -272,7 +295,7 @@ export class NatsEventBus implements EventBus {
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
     const started = this.#stats.tracing ? epochMicros() : 0;
     try {
-      const ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h });
+      const ack = await this.#js.publish(subject, data, { msgID: signer ? signer.msgId(event.id) : event.id, headers: h });
       if (started > 0) this.#stats.record("out", event.id, started, epochMicros());
       if (ack.duplicate) this.#stats.add("bus.publish_duplicate");
       return { seq: ack.seq, duplicate: ack.duplicate };
@@ -289,7 +312,7 @@ export class NatsEventBus implements EventBus {
     const stored = await this.#jsm.streams.getMessage(subjects.stream, { last_by_subj: subject });
     if (!stored) return undefined;
     const parsed = parseEvent(stored.data, this.#options.maxEventBytes);
-    if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event)) return undefined;
+    if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event) || this.#untrusted(parsed.event)) return undefined;
     return parsed.event;
   }
 
@@ -428,6 +451,8 @@ export class NatsEventBus implements EventBus {
     if (!parsed.ok) return this.#reject(msg, spec, parsed.rejection, onRejected);
     const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
     if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
+    const untrusted = this.#untrusted(parsed.event);
+    if (untrusted) return this.#reject(msg, spec, untrusted, onRejected);
     const event = parsed.event;
     if (!this.#options.traceSpans) {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
@@ -504,10 +529,20 @@ export class NatsEventBus implements EventBus {
       callback: (error, msg) => {
         if (error || !wanted(msg.subject)) return;
         const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
-        if (parsed.ok) handler(parsed.event);
+        if (parsed.ok && !this.#untrusted(parsed.event)) handler(parsed.event);
       },
     });
     return { unsubscribe: () => sub.unsubscribe() };
+  }
+
+  /** Why `event` may not be acted on (its signature or signer role), or undefined when trusted or unchecked. */
+  #untrusted(event: ToolgateEvent): EventRejection | undefined {
+    const keys = this.#options.trust?.keys;
+    if (!keys) return undefined;
+    const verdict = keys.check(event);
+    if (verdict.ok) return undefined;
+    this.#stats.add(`bus.untrusted.${verdict.problem}`);
+    return { reason: "untrusted", detail: `${verdict.problem}: ${verdict.detail}` };
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { decisionSigner, decisionVerifier, keyIdOf } from "./decision-signature.js";
+import { decisionSigner, decisionVerifier } from "./decision-signature.js";
+import { keyIdOf } from "./event-signature.js";
 import type { Decision } from "./events.js";
 import { DecisionSchema } from "./events.js";
 import { newCallId, newRunId } from "./ids.js";

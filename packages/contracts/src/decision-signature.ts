@@ -1,5 +1,6 @@
-import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
-import { canonicalJson, sha256 } from "./hashing.js";
+import { verify, type KeyObject } from "node:crypto";
+import { eventSigner, keyIdOf, loadPublicKey, type EventSigner, type TrustedKeys } from "./event-signature.js";
+import { canonicalJson } from "./hashing.js";
 import type { Decision } from "./events.js";
 
 /** A policy signing key (Ed25519) with the id executors look it up by. */
@@ -15,36 +16,29 @@ export interface DecisionVerifier {
   check(decision: Decision, signature: string): "unknown_key" | "bad_signature" | undefined;
 }
 
-/** Id of a public key: the first 16 hex digits of the sha256 of its SPKI DER form. */
-export function keyIdOf(publicKey: KeyObject): string {
-  const der = publicKey.export({ type: "spki", format: "der" });
-  return sha256(der.toString("base64")).slice("sha256:".length, "sha256:".length + 16);
-}
-
-/** Loads an Ed25519 private key from PEM (PKCS#8) or base64 DER; throws on anything else. */
-export function decisionSigner(privateKeyText: string): DecisionSigner {
-  const key = privateKeyText.includes("BEGIN")
-    ? createPrivateKey(privateKeyText)
-    : createPrivateKey({ key: Buffer.from(privateKeyText, "base64"), format: "der", type: "pkcs8" });
-  if (key.asymmetricKeyType !== "ed25519") throw new TypeError("the policy signing key must be Ed25519");
-  const keyId = keyIdOf(createPublicKey(key));
+/**
+ * The decision signer of policy's event signer: one key signs policy's events and the decisions inside them.
+ * Accepts the key as PEM (PKCS#8) or base64 DER text too; throws TypeError for a non-Ed25519 key.
+ */
+export function decisionSigner(key: EventSigner | string): DecisionSigner {
+  const signer = typeof key === "string" ? eventSigner("policy", key) : key;
   return {
-    keyId,
-    sign: (decision) => sign(null, Buffer.from(canonicalJson(decision), "utf8"), key).toString("base64url"),
+    keyId: signer.keyId,
+    sign: (decision) => signer.signBytes(Buffer.from(canonicalJson(decision), "utf8")),
   };
 }
 
-/** Builds a verifier from Ed25519 public keys in PEM (SPKI) or base64 DER. */
-export function decisionVerifier(publicKeyTexts: readonly string[]): DecisionVerifier {
+/** Builds a verifier from Ed25519 public keys in PEM (SPKI) or base64 DER, and the policy keys of `trusted`. */
+export function decisionVerifier(publicKeyTexts: readonly string[], trusted?: TrustedKeys): DecisionVerifier {
   const keys = new Map<string, KeyObject>();
   for (const text of publicKeyTexts) {
-    const key = text.includes("BEGIN") ? createPublicKey(text) : createPublicKey({ key: Buffer.from(text, "base64"), format: "der", type: "spki" });
-    if (key.asymmetricKeyType !== "ed25519") throw new TypeError("policy verification keys must be Ed25519");
+    const key = loadPublicKey(text);
     keys.set(keyIdOf(key), key);
   }
   return {
     check(decision, signature) {
-      const key = keys.get(decision.key_id);
+      const policyKey = trusted?.lookup(decision.key_id);
+      const key = keys.get(decision.key_id) ?? (policyKey?.role === "policy" ? policyKey.key : undefined);
       if (!key) return "unknown_key";
       let ok: boolean;
       try {

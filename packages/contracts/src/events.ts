@@ -190,6 +190,17 @@ const base = {
   principal: PrincipalSchema,
   tool: ToolRefSchema.optional(),
   args_hash: HashSchema.optional(),
+  /**
+   * Ed25519 signature of the service that owns the transition, over the sha256 of the event's RFC 8785 form
+   * without `sig` (see event-signature.ts). Optional in the schema so an unsigned event can be recorded as
+   * refused; no consumer acts on one.
+   */
+  sig: z
+    .object({
+      key_id: z.string().regex(/^[0-9a-f]{16}$/),
+      value: z.string().regex(/^[A-Za-z0-9_-]{86}$/),
+    })
+    .optional(),
 };
 
 function callEvent<T extends CallEventType>(type: T) {

@@ -54,8 +54,27 @@ export {
   type CallEventOf,
   type RunEventOf,
 } from "./events.js";
-export { parseEvent, type EventRejection, type ParsedEvent } from "./parse-event.js";
-export { decisionSigner, decisionVerifier, keyIdOf, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";
+export { parseEvent, jsonDepth, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
+export { decisionSigner, decisionVerifier, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";
+export {
+  CALL_EVENT_OWNERS,
+  SIGNER_ROLES,
+  devPrivateKey,
+  eventDigest,
+  eventSigner,
+  exportKeyPair,
+  keyIdOf,
+  loadPrivateKey,
+  loadPublicKey,
+  ownerOf,
+  trustedKeys,
+  type EventSigner,
+  type SignerRole,
+  type TrustProblem,
+  type TrustVerdict,
+  type TrustedKeys,
+  type TrustedKeyTexts,
+} from "./event-signature.js";
 export { nextCallEvent, originOf, runEvent, type CallEventOrigin } from "./event-builders.js";
 export {
   unsafeText,

@@ -140,3 +140,14 @@ describe("parseEvent", () => {
     expect(detail).toContain("call_id");
   });
 });
+
+describe("event depth", () => {
+  it("refuses an event nested deeper than the limit before parsing it, and measures depth without recursion", async () => {
+    const { jsonDepth, MAX_EVENT_DEPTH } = await import("./parse-event.js");
+    const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+    expect(jsonDepth(deep)).toBe(100_000);
+    expect(jsonDepth('{"a":"[[[[{{{{","b":[1,[2]]}')).toBe(3);
+    const parsed = parseEvent(new TextEncoder().encode(`{"v":1,"x":${"[".repeat(MAX_EVENT_DEPTH + 1)}${"]".repeat(MAX_EVENT_DEPTH + 1)}}`), 1 << 20);
+    expect(parsed).toMatchObject({ ok: false, rejection: { reason: "invalid_json" } });
+  });
+});

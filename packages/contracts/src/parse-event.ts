@@ -5,7 +5,12 @@ export type EventRejection =
   | { reason: "too_large"; detail: string }
   | { reason: "invalid_json"; detail: string }
   | { reason: "invalid_envelope"; detail: string }
-  | { reason: "subject_mismatch"; detail: string };
+  | { reason: "subject_mismatch"; detail: string }
+  /** Not signed by a trusted key of the role that owns the transition: recorded and acknowledged, never acted on. */
+  | { reason: "untrusted"; detail: string };
+
+/** Deepest nesting of arrays and objects an event may have; checked on the raw text before any parser recurses. */
+export const MAX_EVENT_DEPTH = 256;
 
 export type ParsedEvent = { ok: true; event: ToolgateEvent } | { ok: false; rejection: EventRejection };
 
@@ -26,6 +31,12 @@ export function parseEvent(data: Uint8Array, maxBytes: number): ParsedEvent {
   let text: string;
   try {
     text = decoder.decode(data);
+  } catch (error) {
+    return { ok: false, rejection: { reason: "invalid_json", detail: (error as Error).message.slice(0, 200) } };
+  }
+  const depth = jsonDepth(text, MAX_EVENT_DEPTH);
+  if (depth > MAX_EVENT_DEPTH) return { ok: false, rejection: { reason: "invalid_json", detail: `nested deeper than ${MAX_EVENT_DEPTH} levels` } };
+  try {
     json = JSON.parse(text);
   } catch (error) {
     return { ok: false, rejection: { reason: "invalid_json", detail: (error as Error).message.slice(0, 200) } };
@@ -40,6 +51,30 @@ export function parseEvent(data: Uint8Array, maxBytes: number): ParsedEvent {
     return { ok: false, rejection: { reason: "invalid_envelope", detail: issues.join("; ") } };
   }
   return { ok: true, event: parsed.data };
+}
+
+/**
+ * Nesting depth of the arrays and objects in JSON `text`, counted without recursion (brackets inside strings
+ * do not count); stops counting once it exceeds `limit`. Not a validator: malformed text is the parser's job.
+ */
+export function jsonDepth(text: string, limit = Infinity): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) {
+        max = depth;
+        if (max > limit) return max;
+      }
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return max;
 }
 
 function hasLoneSurrogate(value: unknown): boolean {

@@ -1,4 +1,4 @@
-import { NatsEventBus } from "@toolgate/bus";
+import { NatsEventBus, type BusTrust } from "@toolgate/bus";
 import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
 import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
@@ -22,7 +22,11 @@ export interface Infrastructure {
  * unreachable, and a start-up guard's refusal (`UnsafeSettingRefusal`) for an unsafe setting that
  * `TOOLGATE_UNSAFE_ALLOW` does not list.
  */
-export async function connectInfrastructure(service: string, config: BaseConfig, context: { logger: Logger; stats: RuntimeStats }): Promise<Infrastructure> {
+export async function connectInfrastructure(
+  service: string,
+  config: BaseConfig,
+  context: { logger: Logger; stats: RuntimeStats; trust?: BusTrust },
+): Promise<Infrastructure> {
   const { logger, stats } = context;
   const allowUnsafe = unsafeOverride(config.TOOLGATE_UNSAFE_ALLOW, logger);
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
@@ -38,6 +42,7 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     traceSpans: config.TRACES_EXPORTER !== "none",
     monitorUrls: config.NATS_MONITOR_URL,
     allowUnsafe,
+    ...(context.trust ? { trust: context.trust } : {}),
   });
   let mongo: MongoClient;
   try {

@@ -98,7 +98,8 @@ export class ExecutorDriver {
         resolve({ type, result });
       });
     });
-    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, JSON.stringify(event), { msgID: event.id });
+    const policy = this.#stack.signers.policy;
+    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, JSON.stringify(policy.seal(event)), { msgID: policy.msgId(event.id) });
     const { type, result } = await ended;
     return { callId, runId, type, result, ms: performance.now() - started };
   }

@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes, type KeyObject } from "node:crypto";
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
+import { decisionSigner, eventSigner, exportKeyPair, SIGNER_ROLES, type DecisionSigner, type EventSigner, type SignerRole } from "@toolgate/contracts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { ContractCatalog } from "@toolgate/registry";
 import { toolsetContracts, ToolsetNameSchema } from "@toolgate/toolsets";
@@ -104,6 +104,8 @@ export class Stack {
   readonly jwtIssuer = "https://idp.acme.test";
   /** Signs decisions as this stack's policy service does: for tests and benchmarks that drive executors directly. */
   readonly policySigner: DecisionSigner;
+  /** Each role's event signer, with the stack's fresh keys: for tests that publish as a service would. */
+  readonly signers: Record<SignerRole, EventSigner>;
   /** The policy service's Cedar directory (a private copy: tests may edit it to see policy reload). */
   readonly policyDir: string;
   readonly #idpKey: KeyObject;
@@ -117,8 +119,14 @@ export class Stack {
     this.#natsServers = options.natsUrl.split(",");
     this.#streamReplicas = options.streamReplicas ?? 1;
     this.#toolsets = options.toolsets ?? ["research"];
-    const { privateKey, publicKey } = generateKeyPairSync("ed25519");
-    this.policySigner = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
+    // Fresh keys per stack and role: a stack trusts only its own services.
+    const keys = Object.fromEntries(SIGNER_ROLES.map((role) => [role, exportKeyPair(generateKeyPairSync("ed25519").privateKey)])) as Record<
+      SignerRole,
+      ReturnType<typeof exportKeyPair>
+    >;
+    this.signers = Object.fromEntries(SIGNER_ROLES.map((role) => [role, eventSigner(role, keys[role].privateKey)])) as Record<SignerRole, EventSigner>;
+    this.policySigner = decisionSigner(this.signers.policy);
+    const trustedKeys = JSON.stringify(Object.fromEntries(SIGNER_ROLES.map((role) => [role, [keys[role].publicKey]])));
     const idp = generateKeyPairSync("ed25519");
     this.#idpKey = idp.privateKey;
     this.apiKeys = {
@@ -148,6 +156,7 @@ export class Stack {
       MONGO_MAX_POOL: "8",
       STREAM_REPLICAS: String(this.#streamReplicas),
       ...(monitorUrl ? { NATS_MONITOR_URL: monitorUrl } : {}),
+      TOOLGATE_TRUSTED_KEYS: trustedKeys,
       ...options.extraEnv,
     };
     const apiKeyConfig = JSON.stringify(Object.entries(this.apiKeys).map(([user, key]) => ({ key, principal: STACK_USERS[user as keyof typeof STACK_USERS] })));
@@ -162,7 +171,7 @@ export class Stack {
     ]);
     this.#serviceEnv = {
       policy: {
-        POLICY_SIGNING_KEY: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+        POLICY_SIGNING_KEY: keys.policy.privateKey,
         POLICY_DIR: this.policyDir,
         POLICY_RELOAD_MS: "200",
         POLICY_API_KEYS: apiKeyConfig,
@@ -171,13 +180,14 @@ export class Stack {
         ...options.env?.policy,
       },
       executor: {
-        POLICY_VERIFY_KEYS: publicKey.export({ type: "spki", format: "pem" }).toString(),
+        TOOLGATE_SIGNING_KEY: keys.executor.privateKey,
         TOOLS_MONGO_DB: `${this.name}_tools`,
         ...options.env?.executor,
       },
       audit: { HTTP_PORT: "0", ...options.env?.audit },
       orchestrator: {
         HTTP_PORT: "0",
+        TOOLGATE_SIGNING_KEY: keys.orchestrator.privateKey,
         ORCHESTRATOR_API_KEYS: apiKeyConfig,
         ORCHESTRATOR_JWT_ISSUERS: jwtIssuers,
         ...options.env?.orchestrator,

@@ -1,8 +1,9 @@
-import { baseEnvShape, parseEnv } from "@toolgate/service-runtime";
+import { baseEnvShape, trustEnvShape, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
 const AuditEnvSchema = z.object({
   ...baseEnvShape,
+  ...trustEnvShape,
   AUDIT_SLOTS: z.coerce.number().int().min(1).max(8_192).default(512),
   AUDIT_MAX_ACK_PENDING: z.coerce.number().int().min(1).max(100_000).default(8_192),
   /** How long a delivered event may stay unacknowledged before redelivery (e.g. after an audit crash). */

@@ -1,4 +1,4 @@
-import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, loadTrust, runService } from "@toolgate/service-runtime";
 import { MongoAuditStore } from "@toolgate/storage";
 import { auditHandler } from "./audit-worker.js";
 import { loadConfig } from "./config.js";
@@ -11,6 +11,9 @@ await runService({
   name: "audit",
   config,
   async start({ logger, stats }) {
+    // Audit's bus checks nothing: it stores every event, forged ones too, each with its own verdict.
+    const trust = loadTrust("audit", config);
+    logger.info(trust.summary, "trusted signing keys");
     const infra = await connectInfrastructure("audit", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,

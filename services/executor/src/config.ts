@@ -1,4 +1,4 @@
-import { baseEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
+import { baseEnvShape, trustEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
 import { ToolsetNameSchema } from "@toolgate/toolsets";
 import { z } from "zod";
 
@@ -37,17 +37,19 @@ export type McpServerConfig = z.infer<typeof McpServerConfigSchema>;
 
 const ExecutorEnvSchema = z.object({
   ...baseEnvShape,
+  ...trustEnvShape,
   TOOLGATE_TOOLSETS: listEnv().pipe(z.array(ToolsetNameSchema).min(1)).default(["research"]),
   /** Database the tools keep their own data in (evidence, effect ledger). */
   TOOLS_MONGO_DB: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,63}$/)
     .default("toolgate_tools"),
-  /** Ed25519 public keys of the policy service (PEM or base64 DER), comma-separated. */
+  /** More Ed25519 public keys of the policy service's decisions (PEM or base64 DER), comma-separated; TOOLGATE_TRUSTED_KEYS' policy keys are trusted too. */
   POLICY_VERIFY_KEYS: z
     .string()
     .min(40)
-    .transform((text) => (text.includes("BEGIN") ? text.split(/(?=-----BEGIN)/) : text.split(",")).map((k) => k.trim()).filter(Boolean)),
+    .transform((text) => (text.includes("BEGIN") ? text.split(/(?=-----BEGIN)/) : text.split(",")).map((k) => k.trim()).filter(Boolean))
+    .default([]),
   /** Tool calls running at once in this process. */
   EXECUTOR_SLOTS: int(1, 4_096).default(128),
   /** Authorized calls the server hands out unacknowledged across all executors (back-pressure). */

@@ -1,7 +1,7 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
 import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
-import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, loadTrust, runService } from "@toolgate/service-runtime";
 import { MongoIdempotencyStore } from "@toolgate/storage";
 import { toolsetContracts, toolsetDefinitions, type OperationControl } from "@toolgate/toolsets";
 import { loadConfig } from "./config.js";
@@ -19,10 +19,12 @@ await runService({
   name: "executor",
   config,
   async start({ logger, stats }) {
-    const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
-    const infra = await connectInfrastructure("executor", config, { logger, stats });
+    const trust = loadTrust("executor", config);
+    logger.info(trust.summary, "signing keys");
+    const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS, trust.keys);
+    const infra = await connectInfrastructure("executor", config, { logger, stats, trust });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
     const shutdown = new AbortController();
     const evidence = infra.db.collection<EvidenceRecord>("execution_evidence");

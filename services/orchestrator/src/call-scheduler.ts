@@ -1,5 +1,5 @@
 import type { EventBus } from "@toolgate/bus";
-import { canonicalHash, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
+import { canonicalHash, jsonDepth, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
 import { resourceKeys, type ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { ResourceLocks } from "./resource-locks.js";
@@ -32,14 +32,21 @@ export function callTraits(registry: ToolRegistry, toolName: string, argumentsJs
     };
   }
   let args: unknown;
-  try {
-    args = JSON.parse(argumentsJson);
-  } catch {
-    args = undefined;
+  // Measured before anything recurses: arguments nested deeper than any contract allows are hashed as text
+  // (canonicalization and JSON.stringify of 10,000 levels overflow the stack). Policy rejects them.
+  if (jsonDepth(argumentsJson, MAX_TRAIT_DEPTH) <= MAX_TRAIT_DEPTH) {
+    try {
+      args = JSON.parse(argumentsJson);
+    } catch {
+      args = undefined;
+    }
   }
   const signature = args === undefined ? canonicalHash({ tool: toolName, raw: argumentsJson }) : safeHash({ tool: toolName, args });
   return { write: false, resources: [], signature };
 }
+
+/** The deepest arguments any contract admits (`limits.max_depth` is at most 64). */
+const MAX_TRAIT_DEPTH = 64;
 
 function safeHash(value: unknown): string {
   try {

@@ -1,10 +1,11 @@
 import { ApiKeySchema, JwtIssuerSchema } from "@toolgate/identity";
 import { ModelProviderSchema } from "@toolgate/models";
-import { baseEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
+import { baseEnvShape, trustEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
 const OrchestratorEnvSchema = z.object({
   ...baseEnvShape,
+  ...trustEnvShape,
   /** JSON array of API credentials `[{ key | key_sha256, principal }]`. Secret: never logged. */
   ORCHESTRATOR_API_KEYS: jsonEnv(z.array(ApiKeySchema)).default([]),
   /** JSON array of trusted JWT issuers `[{ issuer, audience, tenant, public_key_pem | jwks | jwks_url }]`. */

@@ -1,6 +1,6 @@
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
-import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, loadTrust, runService } from "@toolgate/service-runtime";
 import type { Budgets } from "./budgets.js";
 import { CallScheduler } from "./call-scheduler.js";
 import { CallWaiters } from "./call-waiters.js";
@@ -56,7 +56,9 @@ await runService({
   name: "orchestrator",
   config,
   async start({ logger, stats }) {
-    const infra = await connectInfrastructure("orchestrator", config, { logger, stats });
+    const trust = loadTrust("orchestrator", config);
+    logger.info(trust.summary, "signing keys");
+    const infra = await connectInfrastructure("orchestrator", config, { logger, stats, trust });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,

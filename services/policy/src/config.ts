@@ -1,11 +1,12 @@
 import { ApiKeySchema, JwtIssuerSchema } from "@toolgate/identity";
-import { baseEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
+import { baseEnvShape, trustEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 const PolicyEnvSchema = z.object({
   ...baseEnvShape,
+  ...trustEnvShape,
   /**
    * Directory of the Cedar policy set: `schema.cedarschema`, `*.cedar`, `entities.json` and optionally
    * `quotas.json`. Re-read when a file changes; a bad edit keeps the previous set in force.
@@ -13,8 +14,8 @@ const PolicyEnvSchema = z.object({
   POLICY_DIR: z.string().min(1),
   /** How often the policy directory is checked for changes. */
   POLICY_RELOAD_MS: int(100, 600_000).default(1_000),
-  /** Ed25519 private key (PKCS#8 PEM or base64 DER). Secret: never logged. */
-  POLICY_SIGNING_KEY: z.string().min(40),
+  /** Ed25519 private key (PKCS#8 PEM or base64 DER) of policy's events and decisions; TOOLGATE_SIGNING_KEY otherwise. Secret: never logged. */
+  POLICY_SIGNING_KEY: z.string().min(40).optional(),
   POLICY_DECISION_TTL_MS: int(1_000, 7 * 24 * 3_600_000).default(24 * 3_600_000),
   /** How long an approval request waits for a human before its call ends with APPROVAL_EXPIRED. */
   POLICY_APPROVAL_TTL_MS: int(1_000, 7 * 24 * 3_600_000).default(15 * 60_000),

@@ -2,7 +2,7 @@ import { MongoApprovalStore } from "@toolgate/approvals";
 import { ACK, terminate } from "@toolgate/bus";
 import { decisionSigner } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
-import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { connectContractCatalog, connectInfrastructure, loadTrust, runService } from "@toolgate/service-runtime";
 import { ApprovalDesk } from "./approval-desk.js";
 import { CedarPolicies } from "./cedar-policies.js";
 import { loadConfig } from "./config.js";
@@ -17,7 +17,6 @@ await runService({
   name: "policy",
   config,
   async start({ logger, stats }) {
-    const signer = decisionSigner(config.POLICY_SIGNING_KEY);
     let fingerprint = policyDirFingerprint(config.POLICY_DIR);
     // A policy set that does not load stops the start: no decision is ever made without one.
     let policies = CedarPolicies.compile(readPolicyDir(config.POLICY_DIR));
@@ -37,7 +36,11 @@ await runService({
     }, config.POLICY_RELOAD_MS);
     reloader.unref();
 
-    const infra = await connectInfrastructure("policy", config, { logger, stats });
+    const trust = loadTrust("policy", config, config.POLICY_SIGNING_KEY);
+    logger.info(trust.summary, "signing keys");
+    // One key signs policy's events and the decisions inside them.
+    const signer = decisionSigner(trust.signer!);
+    const infra = await connectInfrastructure("policy", config, { logger, stats, trust });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,
