@@ -229,7 +229,7 @@ async function main(): Promise<void> {
         http<T>({ urlVariable: "TOOLGATE_AUDIT_URL", name: "audit service", token: env.TOOLGATE_AUDIT_TOKEN }, "GET", path, expect);
       if (flags.verify) {
         const verified = await audit<{ ok: boolean }>(`/v1/${kind}/${encodeURIComponent(id)}/verify`, (body) => typeof body.ok === "boolean");
-        print(verified, () => (verified.ok ? "hash chain verified" : `hash chain BROKEN: ${JSON.stringify(verified)}`));
+        print(verified, () => (verified.ok ? "hash chain and signatures verified" : `verification FAILED: ${JSON.stringify(verified)}`));
         if (!verified.ok) process.exitCode = 2;
         return;
       }

@@ -75,7 +75,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "audit",
     args: ["run_id|call_id"],
     summary: "print the audit trail of a run or a call",
-    options: { verify: { type: "boolean", help: "verify its hash chains instead (exit 2 when broken)" }, json: JSON_OPTION },
+    options: { verify: { type: "boolean", help: "verify its hash chains and signatures instead (exit 2 when either fails)" }, json: JSON_OPTION },
     env: ["TOOLGATE_AUDIT_URL", "TOOLGATE_AUDIT_TOKEN (when audit requires one)"],
   },
   {

@@ -1,5 +1,16 @@
 import { createHash } from "node:crypto";
-import { canonicalJson, idTime, sha256, type EventRejection, type ToolgateEvent } from "@toolgate/contracts";
+import { verify as verifySignature } from "node:crypto";
+import {
+  canonicalJson,
+  eventDigest,
+  idTime,
+  ownerOf,
+  sha256,
+  type EventRejection,
+  type SignerRole,
+  type ToolgateEvent,
+  type TrustedKeys,
+} from "@toolgate/contracts";
 import type { Collection, Db } from "mongodb";
 import { DUPLICATE_KEY } from "./insert-batcher.js";
 
@@ -23,7 +34,17 @@ export interface AuditRecord {
   /** The ledger block the record is stored in. */
   block: number;
   event: ToolgateEvent;
+  /** The signature check made when the event arrived; a refused event is kept under an id of its own. */
+  trust?: SignatureVerdict;
 }
+
+/**
+ * What audit found when it checked an event's signature, before redaction: the signer's key and role and the
+ * digest it signed (so verification can re-check the signature after redaction changed the event), or why the
+ * event was refused. Covered by the record's hash.
+ */
+export type SignatureVerdict =
+  { ok: true; key_id: string; role: SignerRole; digest: string; redacted: boolean } | { ok: false; problem: string; detail: string };
 
 /** One event as a block keeps it: its place in its chain and its RFC 8785 text, exactly what its hash covers. */
 interface BlockRecord {
@@ -34,6 +55,8 @@ interface BlockRecord {
   hash: string;
   stream_seq: number;
   event_json: string;
+  /** Absent on records stored before events were signed. */
+  trust?: SignatureVerdict;
 }
 
 /**
@@ -74,21 +97,35 @@ export interface RejectedMessage {
 }
 
 /** Result of re-computing a chain. */
-export type ChainVerification = { ok: true; length: number; head: string | null } | { ok: false; length: number; brokenAt: number; problem: string };
+export type ChainVerification =
+  { ok: true; length: number; head: string | null } | { ok: false; length: number; brokenAt: number; problem: string; untrusted?: UntrustedRecord[] };
+
+/** A record whose event is not signed by a trusted key of the role that owns it: a forgery, or an unsigned event. */
+export interface UntrustedRecord {
+  /** Position in the chain. */
+  idx: number;
+  event_id: string;
+  type: string;
+  problem: string;
+}
 
 /** Result of re-computing the whole ledger's block links. */
 export type LedgerVerification = { ok: true; blocks: number; head: string | null } | { ok: false; blocks: number; brokenAt: number; problem: string };
 
 /** The append-only audit log. */
 export interface AuditStore {
-  /** Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order. */
-  append(event: ToolgateEvent, streamSeq: number): Promise<"stored" | "duplicate">;
+  /**
+   * Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order.
+   * An event refused by its signature check is stored under `<id>~refused@<stream seq>`, so it never takes the
+   * id the legitimate event will arrive with.
+   */
+  append(event: ToolgateEvent, streamSeq: number, trust?: SignatureVerdict): Promise<"stored" | "duplicate">;
   /** Every event of one call (or the run's own events), in chain order. */
   chain(chainId: string): Promise<AuditRecord[]>;
   /** Every event of a run, calls included, in stream order. */
   run(runId: string): Promise<AuditRecord[]>;
-  /** Re-computes every hash and link of a chain, and of the blocks that hold it. */
-  verify(chainId: string): Promise<ChainVerification>;
+  /** Re-computes every hash and link of a chain, and of the blocks that hold it; with `keys`, every signature too. */
+  verify(chainId: string, keys?: TrustedKeys): Promise<ChainVerification>;
   recordRejected(rejection: EventRejection, message: { subject: string; streamSeq: number; data: Uint8Array }): Promise<void>;
 }
 
@@ -102,6 +139,7 @@ interface ChainState {
 interface Pending {
   event: ToolgateEvent;
   streamSeq: number;
+  trust: SignatureVerdict | undefined;
   resolve: (outcome: "stored" | "duplicate") => void;
   reject: (error: unknown) => void;
 }
@@ -138,12 +176,28 @@ const MAX_ROUNDS = 64;
 const FRESHNESS_MARGIN_MS = 10_000;
 
 /** Hash of one record: binds the event to its place in its chain. */
-export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent): string {
-  return hashOfText(prevHash, chainId, idx, canonicalJson(event));
+export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent, trust?: SignatureVerdict): string {
+  return hashOfText(prevHash, chainId, idx, canonicalJson(event), trust);
 }
 
-function hashOfText(prevHash: string | null, chainId: string, idx: number, eventJson: string): string {
-  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}`);
+function hashOfText(prevHash: string | null, chainId: string, idx: number, eventJson: string, trust?: SignatureVerdict): string {
+  const verdict = trust === undefined ? "" : `\n${canonicalJson(trust)}`;
+  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}${verdict}`);
+}
+
+/** The id a record is kept under: the event id, or for a refused event one the legitimate event cannot collide with. */
+function recordId(event: ToolgateEvent, streamSeq: number, trust: SignatureVerdict | undefined): string {
+  return trust?.ok === false ? `${event.id}~refused@${streamSeq}` : event.id;
+}
+
+/**
+ * An evidence verdict for `event` as it arrived (before redaction): what {@link MongoAuditStore.append} stores
+ * with it. `redacted` says whether the stored form differs, so verification knows which digests it can re-compute.
+ */
+export function signatureVerdict(keys: TrustedKeys, event: ToolgateEvent, redacted: boolean): SignatureVerdict {
+  const verdict = keys.check(event);
+  if (!verdict.ok) return { ok: false, problem: verdict.problem, detail: verdict.detail };
+  return { ok: true, key_id: verdict.keyId, role: verdict.role, digest: eventDigest(event).toString("base64url"), redacted };
 }
 
 function blockHash(block: Pick<AuditBlock, "prev_hash" | "n" | "chain_id" | "run_id" | "records_json">): string {
@@ -211,9 +265,9 @@ export class MongoAuditStore implements AuditStore {
     await this.#blocks.createIndex({ run_id: 1 }, { name: "runs" });
   }
 
-  append(event: ToolgateEvent, streamSeq: number): Promise<"stored" | "duplicate"> {
+  append(event: ToolgateEvent, streamSeq: number, trust?: SignatureVerdict): Promise<"stored" | "duplicate"> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ event, streamSeq, resolve, reject });
+      this.#queue.push({ event, streamSeq, trust, resolve, reject });
       if (this.#flushing) return;
       if (this.#lingerMs > 0 && this.#queue.length < MAX_BLOCK_EVENTS) {
         this.#lingering ??= setTimeout(() => {
@@ -295,16 +349,26 @@ export class MongoAuditStore implements AuditStore {
       const p = pending[i]!;
       const chain = chainOf(p.event);
       const state = working.get(chain) ?? this.#chains.get(chain) ?? { idx: 0, hash: null, ids: new Set<string>() };
-      if (state.ids.has(p.event.id)) {
+      const id = recordId(p.event, p.streamSeq, p.trust);
+      if (state.ids.has(id)) {
         duplicates.push(p);
         continue;
       }
       const eventJson = canonicalJson(p.event);
       if (records.length > 0 && (bytes + eventJson.length > MAX_BLOCK_BYTES || (!chains.has(chain) && chains.size >= MAX_BLOCK_CHAINS))) break;
       const idx = state.idx + 1;
-      const hash = hashOfText(state.hash, chain, idx, eventJson);
-      working.set(chain, { idx, hash, ids: new Set([...state.ids, p.event.id]) });
-      records.push({ id: p.event.id, chain_id: chain, idx, prev_hash: state.hash, hash, stream_seq: p.streamSeq, event_json: eventJson });
+      const hash = hashOfText(state.hash, chain, idx, eventJson, p.trust);
+      working.set(chain, { idx, hash, ids: new Set([...state.ids, id]) });
+      records.push({
+        id,
+        chain_id: chain,
+        idx,
+        prev_hash: state.hash,
+        hash,
+        stream_seq: p.streamSeq,
+        event_json: eventJson,
+        ...(p.trust ? { trust: p.trust } : {}),
+      });
       stored.push(p);
       chains.add(chain);
       runs.add(p.event.run_id);
@@ -419,14 +483,14 @@ export class MongoAuditStore implements AuditStore {
       .sort((a, b) => a.stream_seq - b.stream_seq || a.block - b.block);
   }
 
-  async verify(chainId: string): Promise<ChainVerification> {
+  async verify(chainId: string, keys?: TrustedKeys): Promise<ChainVerification> {
     const records = await this.#recordsOf(chainId);
     const broken = (brokenAt: number, problem: string): ChainVerification => ({ ok: false, length: records.length, brokenAt, problem });
     let prev: string | null = null;
     for (const [i, r] of records.entries()) {
       if (r.idx !== i + 1) return broken(i + 1, `position ${r.idx} where ${i + 1} was expected`);
       if (r.prev_hash !== prev) return broken(r.idx, "link to the previous record does not match");
-      if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json) !== r.hash)
+      if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json, r.trust) !== r.hash)
         return broken(r.idx, "record content does not match its hash");
       const problem = describedFieldsProblem(r, chainId);
       if (problem) return broken(r.idx, problem);
@@ -438,6 +502,15 @@ export class MongoAuditStore implements AuditStore {
     for (const first of firstInBlock.values()) {
       const problem = await this.#blockProblem(first.block);
       if (problem) return broken(first.idx, problem);
+    }
+    if (keys) {
+      const untrusted = records.flatMap((r) => {
+        const problem = signatureProblem(r, keys);
+        return problem ? [{ idx: r.idx, event_id: r.id, type: (JSON.parse(r.event_json) as ToolgateEvent).type, problem }] : [];
+      });
+      const first = untrusted[0];
+      if (first)
+        return { ok: false, length: records.length, brokenAt: first.idx, problem: `${first.type} event ${first.event_id}: ${first.problem}`, untrusted };
     }
     return { ok: true, length: records.length, head: prev };
   }
@@ -520,7 +593,31 @@ function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
     stored_at: r.block.stored_at,
     block: r.block.n,
     event,
+    ...(r.trust ? { trust: r.trust } : {}),
   };
+}
+
+/**
+ * Why a record's event is not trusted: refused when it arrived, unsigned, or its signature (over the digest
+ * audit recorded, re-computed when the event was stored unredacted) no longer verifies for its owner's key.
+ */
+function signatureProblem(r: BlockRecord, keys: TrustedKeys): string | undefined {
+  if (!r.trust) return "unsigned (stored without a signature check)";
+  if (!r.trust.ok) return `refused: ${r.trust.problem}: ${r.trust.detail}`;
+  const event = JSON.parse(r.event_json) as ToolgateEvent;
+  const trusted = keys.lookup(r.trust.key_id);
+  if (!trusted) return `signed by key ${r.trust.key_id}, which is no longer trusted`;
+  if (trusted.role !== ownerOf(event) || r.trust.role !== trusted.role) return `signed by a ${trusted.role} key; ${event.type} is ${ownerOf(event)}'s`;
+  if (!event.sig || event.sig.key_id !== r.trust.key_id) return "the stored signature is not the one that was checked";
+  const digest = Buffer.from(r.trust.digest, "base64url");
+  if (!r.trust.redacted && !eventDigest(event).equals(digest)) return "the stored event is not the one that was signed";
+  let ok = false;
+  try {
+    ok = verifySignature(null, digest, trusted.key, Buffer.from(event.sig.value, "base64url"));
+  } catch {
+    ok = false;
+  }
+  return ok ? undefined : "the signature does not verify";
 }
 
 /** The hash covers the event text only: what the record says about it (its id, its chain) must match it. */
@@ -532,7 +629,7 @@ function describedFieldsProblem(r: BlockRecord, chainId: string): string | undef
   } catch {
     return "stored event is not JSON";
   }
-  if (r.id !== event.id) return "field id does not match the hashed event";
+  if (r.id !== event.id && !(r.trust?.ok === false && r.id.startsWith(`${event.id}~refused@`))) return "field id does not match the hashed event";
   if (r.chain_id !== chainId || chainOf(event) !== chainId) return "field chain_id does not match the hashed event";
   return undefined;
 }

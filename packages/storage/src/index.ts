@@ -10,6 +10,9 @@ export {
 export {
   MongoAuditStore,
   recordHash,
+  signatureVerdict,
+  type SignatureVerdict,
+  type UntrustedRecord,
   type AuditStore,
   type AuditStoreOptions,
   type AuditRecord,

@@ -1,10 +1,18 @@
 import { timingSafeEqual } from "node:crypto";
-import { CallIdSchema, RunIdSchema } from "@toolgate/contracts";
+import { CallIdSchema, RunIdSchema, type TrustedKeys } from "@toolgate/contracts";
 import type { AuditRecord, MongoAuditStore } from "@toolgate/storage";
 import Fastify, { type FastifyInstance } from "fastify";
 
 function view(r: AuditRecord) {
-  return { idx: r.idx, stream_seq: r.stream_seq, hash: r.hash, prev_hash: r.prev_hash, stored_at: r.stored_at, event: r.event };
+  return {
+    idx: r.idx,
+    stream_seq: r.stream_seq,
+    hash: r.hash,
+    prev_hash: r.prev_hash,
+    stored_at: r.stored_at,
+    event: r.event,
+    ...(r.trust ? { trust: r.trust } : {}),
+  };
 }
 
 function tokenMatches(header: string | undefined, token: string): boolean {
@@ -13,8 +21,11 @@ function tokenMatches(header: string | undefined, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** The audit query and verification API. Every error is a typed JSON body; nothing internal leaks. */
-export function auditApi(store: MongoAuditStore, options: { token?: string }): FastifyInstance {
+/**
+ * The audit query and verification API. Verification re-computes hashes and checks every event's signature and
+ * signer role against `keys`. Every error is a typed JSON body; nothing internal leaks.
+ */
+export function auditApi(store: MongoAuditStore, options: { token?: string; keys: TrustedKeys }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 });
   const bad = (message: string) => ({ error: { code: "INVALID_REQUEST", message } });
 
@@ -36,7 +47,7 @@ export function auditApi(store: MongoAuditStore, options: { token?: string }): F
   app.get<{ Params: { callId: string } }>("/v1/calls/:callId/verify", async (request, reply) => {
     const id = CallIdSchema.safeParse(request.params.callId);
     if (!id.success) return reply.code(400).send(bad("expected a call id"));
-    return { call_id: id.data, ...(await store.verify(id.data)) };
+    return { call_id: id.data, ...(await store.verify(id.data, options.keys)) };
   });
 
   app.get<{ Params: { runId: string } }>("/v1/runs/:runId/events", async (request, reply) => {
@@ -50,7 +61,7 @@ export function auditApi(store: MongoAuditStore, options: { token?: string }): F
     if (!id.success) return reply.code(400).send(bad("expected a run id"));
     const records = await store.run(id.data);
     const chains = [...new Set(records.map((r) => r.chain_id))];
-    const results = await Promise.all(chains.map(async (chain) => ({ chain, ...(await store.verify(chain)) })));
+    const results = await Promise.all(chains.map(async (chain) => ({ chain, ...(await store.verify(chain, options.keys)) })));
     return { run_id: id.data, ok: results.every((r) => r.ok), chains: results };
   });
 

@@ -31,10 +31,10 @@ await runService({
         ackWaitMs: config.AUDIT_ACK_WAIT_MS,
         maxDeliver: 100,
       },
-      auditHandler({ store, tools: catalogTools(contracts), logger }),
+      auditHandler({ store, tools: catalogTools(contracts), keys: trust.keys, logger }),
       (rejection, message) => store.recordRejected(rejection, message),
     );
-    const api = auditApi(store, config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN });
+    const api = auditApi(store, { keys: trust.keys, ...(config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN }) });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     return {
