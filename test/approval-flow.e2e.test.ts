@@ -190,7 +190,7 @@ describe("approvals", () => {
       args_hash: decision.args_hash,
       payload: { decision, signature: stack.policySigner.sign(decision), arguments: args },
     };
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(forged));
+    await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(stack.signers.policy.seal(forged as never)));
     const result = await resultOf(stack, callId);
     expect(result).toMatchObject({ ok: false, error: { code: "APPROVAL_MISMATCH" } });
     const events = await settledCallEvents(stack, callId);

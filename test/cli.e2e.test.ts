@@ -36,7 +36,7 @@ describe("toolgate CLI", () => {
     expect(out).toMatch(/save_evidence\s+completed ok/);
     const runId = out.split(/\s/)[0]!;
     await stack.trace(runId);
-    expect(await toolgate("audit", runId, "--verify")).toContain("hash chain verified");
+    expect(await toolgate("audit", runId, "--verify")).toContain("hash chain and signatures verified");
     expect(await toolgate("audit", runId)).toMatch(/call\.completed\s+call_\S+\s+save_evidence ok/);
     // A finished run cannot be cancelled: the refusal says why, without a stack trace.
     const cancel = await run(process.execPath, [CLI, "runs", "cancel", runId], { env }).catch((e: { stderr: string; code: number }) => e);

@@ -87,7 +87,10 @@ describe("malformed messages on every service's subject", () => {
 
   it("turns a proposal for an unknown tool into a typed UNKNOWN_TOOL outcome", async () => {
     const callId = newCallId();
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "rm_rf_everything", "{}")));
+    await jetstream(nc).publish(
+      `${stack.name}.call.${callId}.proposed`,
+      JSON.stringify(stack.signers.orchestrator.seal(proposal(callId, newRunId(), "rm_rf_everything", "{}") as never)),
+    );
     const events = await waitFor(
       async () => {
         const { body } = await stack.audit<{ events: { event: { type: string; payload: { result?: { error?: { code: string } } } } }[] }>(
@@ -104,7 +107,10 @@ describe("malformed messages on every service's subject", () => {
   it("refuses arguments above the contract's byte limit before parsing them", async () => {
     const callId = newCallId();
     const huge = JSON.stringify({ query: "x".repeat(40_000), source_type: "any", limit: 3 });
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "search_sources", huge)));
+    await jetstream(nc).publish(
+      `${stack.name}.call.${callId}.proposed`,
+      JSON.stringify(stack.signers.orchestrator.seal(proposal(callId, newRunId(), "search_sources", huge) as never)),
+    );
     const rejected = await waitFor(
       async () => {
         const { body } = await stack.audit<{
@@ -148,9 +154,14 @@ describe("malformed messages on every service's subject", () => {
     };
     await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(forged));
     const executor = stack.process("executor-1");
-    await waitFor(() => executor.logs().some((l) => l.msg === "authorization refused" && l.call_id === callId), {
-      description: "the executor refusing the forged authorization",
-    });
+    const subject = `${stack.name}.call.${callId}.authorized`;
+    await waitFor(
+      () =>
+        executor
+          .logs()
+          .some((l) => l.msg === "message rejected" && l.subject === subject && (l.rejection as { reason?: string } | undefined)?.reason === "untrusted"),
+      { description: "the executor refusing the unsigned authorization before any handler" },
+    );
     const evidence = await mongo.db(`${stack.name}_tools`).collection("evidence").countDocuments({ claim: "forged" });
     expect(evidence).toBe(0);
   });

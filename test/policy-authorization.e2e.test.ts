@@ -220,7 +220,10 @@ describe("signed decisions", () => {
     const unbound = authorizedEvent(args, stack.policySigner);
     unbound.event.payload.arguments = { ...args, claim: "something else" };
     cases.push({ expect: "arguments_not_bound", ...unbound });
-    for (const c of cases) await jetstream(nc).publish(`${stack.name}.call.${c.callId}.authorized`, JSON.stringify(c.event));
+    // Sealed with policy's event key (as a compromised or buggy policy replica could): the executor's own check of
+    // the decision is the line of defence under test here; an unsealed forgery never reaches it (bus-forgery.e2e).
+    for (const c of cases)
+      await jetstream(nc).publish(`${stack.name}.call.${c.callId}.authorized`, JSON.stringify(stack.signers.policy.seal(c.event as never)));
     for (const c of cases) {
       const events = await waitForCallEvents(stack, c.callId, (es) => es.some((e) => e.type === "completed"), { description: `the refusal of ${c.expect}` });
       expect(events.map((e) => e.type)).toEqual(["authorized", "refused", "completed"]);

@@ -54,7 +54,8 @@ export {
   type CallEventOf,
   type RunEventOf,
 } from "./events.js";
-export { parseEvent, jsonDepth, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
+export { parseEvent, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
+export { jsonDepth, valueDepth, MAX_REQUEST_DEPTH } from "./json-depth.js";
 export { decisionSigner, decisionVerifier, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";
 export {
   CALL_EVENT_OWNERS,

@@ -143,7 +143,14 @@ describe("parseEvent", () => {
 
 describe("event depth", () => {
   it("refuses an event nested deeper than the limit before parsing it, and measures depth without recursion", async () => {
-    const { jsonDepth, MAX_EVENT_DEPTH } = await import("./parse-event.js");
+    const { MAX_EVENT_DEPTH } = await import("./parse-event.js");
+    const { jsonDepth, valueDepth } = await import("./json-depth.js");
+    let nested: unknown = 1;
+    for (let i = 0; i < 100_000; i++) nested = [nested];
+    expect(valueDepth(nested)).toBe(100_000);
+    expect(valueDepth(nested, 10)).toBe(11);
+    expect(valueDepth({ a: [1, { b: 2 }], c: "[[[" })).toBe(3);
+    expect(valueDepth("x")).toBe(0);
     const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
     expect(jsonDepth(deep)).toBe(100_000);
     expect(jsonDepth('{"a":"[[[[{{{{","b":[1,[2]]}')).toBe(3);

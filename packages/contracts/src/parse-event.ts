@@ -1,4 +1,5 @@
 import { ToolgateEventSchema, type ToolgateEvent } from "./events.js";
+import { jsonDepth } from "./json-depth.js";
 
 /** Why a message on the bus is not a valid event; services log it and drop the message, never crash. */
 export type EventRejection =
@@ -51,30 +52,6 @@ export function parseEvent(data: Uint8Array, maxBytes: number): ParsedEvent {
     return { ok: false, rejection: { reason: "invalid_envelope", detail: issues.join("; ") } };
   }
   return { ok: true, event: parsed.data };
-}
-
-/**
- * Nesting depth of the arrays and objects in JSON `text`, counted without recursion (brackets inside strings
- * do not count); stops counting once it exceeds `limit`. Not a validator: malformed text is the parser's job.
- */
-export function jsonDepth(text: string, limit = Infinity): number {
-  let depth = 0;
-  let max = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) {
-        max = depth;
-        if (max > limit) return max;
-      }
-    } else if (c === 0x5d || c === 0x7d) depth--;
-  }
-  return max;
 }
 
 function hasLoneSurrogate(value: unknown): boolean {

@@ -149,6 +149,14 @@ describe.each(PROVIDERS)("%s: malformed payloads are typed errors, never excepti
   });
 });
 
+describe("openai-chat: choices that are not choices", () => {
+  it("answers a typed MALFORMED_PAYLOAD for a choice without a message, instead of throwing", () => {
+    for (const choice of [{ k0: { v: [0, "x"] } }, { message: null }, { message: "text" }]) {
+      expect(parseToolCalls("openai-chat", { choices: [choice] })).toMatchObject({ ok: false, error: { code: "MALFORMED_PAYLOAD", pointer: "/choices/0" } });
+    }
+  });
+});
+
 describe("round trip at the library level: parse → registry → format", () => {
   const registry = ToolRegistry.from(contracts);
 

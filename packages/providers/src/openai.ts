@@ -140,6 +140,9 @@ export function parseChat(payload: unknown, options: ParseOptions = {}): ParseRe
     const index = options.choice ?? 0;
     const choice = data.choices[index];
     if (choice === undefined) return providerError("MALFORMED_PAYLOAD", `the completion has no choice ${index}`, "/choices");
+    // The loose message branch of the union also admits `choices` whose entries are not choices at all.
+    const held: unknown = (choice as { message?: unknown }).message;
+    if (typeof held !== "object" || held === null) return providerError("MALFORMED_PAYLOAD", `choice ${index} has no message`, `/choices/${index}`);
     message = choice.message;
     base = `/choices/${index}/message`;
   } else message = data;

@@ -1,4 +1,4 @@
-import { CallIdSchema, newRunId, RunIdSchema, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
+import { CallIdSchema, MAX_REQUEST_DEPTH, newRunId, RunIdSchema, valueDepth, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
 import type { RequestKeyRecord } from "@toolgate/storage";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
@@ -92,6 +92,17 @@ export function orchestratorApi(deps: {
       return apiError(reply, 401, "UNAUTHENTICATED", "a valid API key or token is required (Authorization: Bearer …)");
     }
     request.principal = auth.principal;
+  });
+
+  // Before validation (zod recurses, and so do JSON.stringify and canonicalization): a body nested deeper
+  // than any contract admits is a typed INVALID_JSON, whatever route it was sent to.
+  app.addHook("preValidation", async (request, reply) => {
+    if (request.body === undefined || valueDepth(request.body, MAX_REQUEST_DEPTH) <= MAX_REQUEST_DEPTH) return;
+    deps.logger.warn(
+      { method: request.method, url: request.url.split("?")[0], status: 400, max_depth: MAX_REQUEST_DEPTH },
+      "request refused: JSON nested too deep",
+    );
+    return apiError(reply, 400, "INVALID_JSON", `the request body is nested deeper than ${MAX_REQUEST_DEPTH} levels`);
   });
 
   const { deadlineMs, retryAfterS } = deps.outage;

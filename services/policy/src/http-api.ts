@@ -1,4 +1,4 @@
-import { HashSchema, type Principal } from "@toolgate/contracts";
+import { HashSchema, MAX_REQUEST_DEPTH, valueDepth, type Principal } from "@toolgate/contracts";
 import type { Authenticator } from "@toolgate/identity";
 import type { Logger } from "@toolgate/telemetry";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
@@ -50,6 +50,17 @@ export function policyApi(deps: { desk: ApprovalDesk; authenticator: Authenticat
     }
     request.principal = auth.principal;
   });
+  // Before validation (zod recurses, and so do JSON.stringify and canonicalization): a body nested deeper
+  // than any contract admits is a typed INVALID_JSON, whatever route it was sent to.
+  app.addHook("preValidation", async (request, reply) => {
+    if (request.body === undefined || valueDepth(request.body, MAX_REQUEST_DEPTH) <= MAX_REQUEST_DEPTH) return;
+    deps.logger.warn(
+      { method: request.method, url: request.url.split("?")[0], status: 400, max_depth: MAX_REQUEST_DEPTH },
+      "request refused: JSON nested too deep",
+    );
+    return apiError(reply, 400, "INVALID_JSON", `the request body is nested deeper than ${MAX_REQUEST_DEPTH} levels`);
+  });
+
   app.setErrorHandler(async (error: { statusCode?: number }, _request, reply) => {
     if (error.statusCode !== undefined && error.statusCode < 500) return apiError(reply, error.statusCode, "INVALID_REQUEST", "the request could not be read");
     deps.logger.error({ err: error }, "approval request failed");
