@@ -164,6 +164,26 @@ describe("forged transitions on the bus", () => {
     await forge(forged);
     await forge(mallory.seal({ ...forged, source: "executor" }), `${forged.id}~x`);
     await refusedBy("orchestrator", `${stack.name}.call.${callId}.completed`);
+    // Even the executor's own key does not make a result for other arguments this call's outcome: it is bound to
+    // the authorized argument hash. (Another attempt's id, so audit keeps the real first one apart.)
+    const unbound = stack.signers.executor.seal(
+      nextCallEvent({ call_id: callId, run_id: runId, principal: origin.principal as never, seq: origin.seq + 5 }, "completed", "executor", forged.payload, {
+        attempt: 2,
+        ...(origin.tool ? { tool: origin.tool as never } : {}),
+        args_hash: canonicalHash({ other: "arguments" }),
+      }),
+    );
+    await forge(unbound, `${unbound.id}-unbound`);
+    await waitFor(
+      () =>
+        stack
+          .process("orchestrator")
+          .logs()
+          .some((l) => l.alert === "unbound_result" && l.event_id === unbound.id),
+      {
+        description: "the orchestrator refusing a result bound to other arguments",
+      },
+    );
     const status = await stack.api<{ status: string; result?: unknown }>("GET", `/v1/tool-calls/${callId}`);
     expect(status.body).toMatchObject({ status: "pending" });
     expect(status.body.result).toBeUndefined();
@@ -176,10 +196,10 @@ describe("forged transitions on the bus", () => {
     expect(await evidence({ task_id: "task_completed" })).toBe(1);
     const events = (await settledCallEvents(stack, callId)) as Event[];
     const completions = events.filter((e) => e.type === "completed");
-    expect(completions).toHaveLength(3);
+    expect(completions).toHaveLength(4);
     const audited = (await stack.audit<{ events: { idx: number; event: Event; trust?: { ok: boolean } }[] }>(`/v1/calls/${callId}/events`)).body.events;
     const genuine = audited.filter((r) => r.event.type === "completed" && r.trust?.ok === true);
-    expect(genuine.map((r) => r.event.id)).toEqual([forged.id]);
+    expect(genuine.map((r) => r.event.id).sort()).toEqual([forged.id, unbound.id].sort());
     const verified = await verification(callId);
     expect(verified.ok).toBe(false);
     expect(verified.untrusted?.map((u) => u.type)).toEqual(["completed", "completed"]);

@@ -46,6 +46,8 @@ export class CallOutcomes {
     if (event.kind !== "call" || !isTerminal(event)) return terminate(`orchestrator does not handle ${event.kind}.${event.type}`);
     const { store, state, waiters, logger } = this.#deps;
     const open = state.open(event.call_id);
+    // Known here: checked before anyone is answered. Otherwise once the record is read, below.
+    if (open && !(await this.#bound(event, open.call))) return ACK;
     const result = event.payload.result;
     // The outcome is in the stream already; the attach below only records it for the run — unless the result
     // taints the run (untrusted content): the host must not be able to propose its next call, on any replica,
@@ -63,6 +65,7 @@ export class CallOutcomes {
       logger.warn({ call_id: event.call_id, type: event.type }, "terminal event for a call this orchestrator never recorded");
       return ACK;
     }
+    if (!open && !(await this.#bound(event, call))) return ACK;
     const attach: CallResultRecord = {
       _id: call._id,
       run_id: call.run_id,
@@ -100,6 +103,26 @@ export class CallOutcomes {
     if (!active) await this.#afterElsewhere(call, open !== undefined);
     return ACK;
   };
+
+  /**
+   * Whether an executor's outcome is bound to this call's authorization: its signed envelope names the call's
+   * tool and the hash of the arguments policy authorized. The bus already checked that an executor key signed
+   * it; a result for other arguments (a replayed or confused outcome) is refused and ends nothing. Policy's
+   * outcomes (rejected, denied) precede any authorization and carry no such binding.
+   */
+  async #bound(event: TerminalEvent, call: CallRecord): Promise<boolean> {
+    if (event.type !== "completed" && event.type !== "outcome_unknown") return true;
+    if (event.tool?.name === call.tool_name && event.args_hash !== undefined && event.args_hash === call.args_hash) return true;
+    // The record predates the hash, or the contract changed between proposal and decision: the signed
+    // authorization in the stream says which arguments were authorized (a rare read, off the common path).
+    const authorized = event.tool?.name === call.tool_name ? await this.#deps.bus.lastEvent("call", call._id, "authorized") : undefined;
+    if (authorized?.kind === "call" && authorized.args_hash !== undefined && authorized.args_hash === event.args_hash) return true;
+    this.#deps.logger.error(
+      { alert: "unbound_result", call_id: call._id, type: event.type, event_id: event.id, tool: event.tool?.name, args_hash: event.args_hash },
+      "ALERT: an outcome not bound to the call's authorized arguments was refused",
+    );
+    return false;
+  }
 
   /**
    * After an outcome that did not complete its turn as far as this process knew. Other outcomes of the turn

@@ -13,6 +13,11 @@ export interface CallTraits {
   resources: string[];
   /** Tool plus canonical arguments: identical repeated calls share it. */
   signature: string;
+  /**
+   * Hash of the normalized arguments, as policy computes it, when they are valid: the executor's result must
+   * be bound to it (or to the hash of the signed authorization, when the contract changed in between).
+   */
+  args_hash?: string;
 }
 
 /**
@@ -29,6 +34,7 @@ export function callTraits(registry: ToolRegistry, toolName: string, argumentsJs
       write: tool.writes,
       resources: resourceKeys(tool.resources(checked.arguments)),
       signature: canonicalHash({ tool: toolName, args: checked.arguments }),
+      args_hash: checked.argsHash,
     };
   }
   let args: unknown;

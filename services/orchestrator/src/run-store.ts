@@ -40,6 +40,8 @@ export interface CallRecord {
   write: boolean;
   resources: string[];
   signature: string;
+  /** Hash of the normalized arguments when they were valid at proposal (absent on older records). */
+  args_hash?: string;
   /** Whether the run had received untrusted tool output when this call was proposed, and from which tools. */
   taint: { tainted: boolean; sources: string[] };
   created_at: Date;
