@@ -4,8 +4,9 @@
  * their options and the environment variables they read. Exit codes: 0 done, 1 the command failed, 2 the
  * command line or the environment is wrong (an unknown option, a missing argument or variable).
  */
+import { generateKeyPairSync } from "node:crypto";
 import { connect } from "@nats-io/transport-node";
-import { parseEvent, subjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { exportKeyPair, parseEvent, SIGNER_ROLES, subjectCatalogue, type SignerRole, type ToolgateEvent } from "@toolgate/contracts";
 import { parseCommandLine, usage, UsageError } from "./command-line.js";
 
 const env = process.env;
@@ -137,6 +138,25 @@ async function tail(): Promise<void> {
   }
 }
 
+/**
+ * Fresh Ed25519 signing keys as environment lines: for every role (a new deployment) or for one (a rotation: add
+ * its public key to TOOLGATE_TRUSTED_KEYS everywhere, then give the service the private key). The private keys
+ * go to stdout only, never to a log.
+ */
+function keys(role: string | undefined): void {
+  if (role !== undefined && !(SIGNER_ROLES as readonly string[]).includes(role)) throw new UsageError(`keys: --role must be one of ${SIGNER_ROLES.join(", ")}`);
+  const roles = role === undefined ? [...SIGNER_ROLES] : [role as SignerRole];
+  const pairs = roles.map((r) => ({ role: r, ...exportKeyPair(generateKeyPairSync("ed25519").privateKey) }));
+  if (flags.json) {
+    console.log(JSON.stringify(pairs.map((p) => ({ role: p.role, key_id: p.keyId, private_key: p.privateKey, public_key: p.publicKey }))));
+    return;
+  }
+  for (const p of pairs) console.log(`${p.role.toUpperCase()}_SIGNING_KEY=${p.privateKey}`);
+  const trusted = Object.fromEntries(pairs.map((p) => [p.role, [p.publicKey]]));
+  console.log(`TOOLGATE_TRUSTED_KEYS=${JSON.stringify(trusted)}`);
+  for (const p of pairs) console.error(`${p.role}: key id ${p.keyId}`);
+}
+
 interface Approval {
   approval_id: string;
   call_id: string;
@@ -238,6 +258,8 @@ async function main(): Promise<void> {
     }
     case "tail":
       return tail();
+    case "keys":
+      return keys(typeof flags.role === "string" ? flags.role : undefined);
   }
 }
 

@@ -89,6 +89,16 @@ export const COMMANDS: readonly CommandSpec[] = [
     },
     env: ["NATS_URL (default nats://127.0.0.1:4222)", "TOOLGATE_SUBJECT_PREFIX (default toolgate)"],
   },
+  {
+    name: "keys",
+    args: [],
+    summary: "print fresh signing keys as environment lines (every role, or one to rotate it)",
+    options: {
+      role: { type: "string", value: "role", help: "only this role's key: orchestrator, policy or executor" },
+      json: JSON_OPTION,
+    },
+    env: [],
+  },
 ];
 
 /** A command line that cannot be run: a one-line message for stderr, exit code 2. */

@@ -82,3 +82,12 @@ describe("event signatures", () => {
     expect(text).not.toContain(a.privateKey.slice(-44));
   });
 });
+
+describe("verified signature cache", () => {
+  it("answers a repeated check from memory but never for a changed event with the same signature", () => {
+    const sealed = signers.orchestrator.seal(proposed());
+    expect(trust.check(sealed).ok).toBe(true);
+    expect(trust.check(sealed).ok).toBe(true);
+    expect(trust.check({ ...sealed, payload: { ...sealed.payload, turn: 7 } })).toMatchObject({ ok: false, problem: "bad_signature" });
+  });
+});

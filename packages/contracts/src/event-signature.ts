@@ -91,6 +91,9 @@ export function loadPublicKey(text: string): KeyObject {
   return key;
 }
 
+/** Verified signatures remembered per process (the oldest is forgotten first). */
+const VERIFIED_CACHE_SIZE = 4_096;
+
 const PKCS8_ED25519_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
 
 /**
@@ -153,6 +156,9 @@ export function trustedKeys(texts: TrustedKeyTexts): TrustedKeys {
       keys.set(keyId, { role, key });
     }
   }
+  // Signatures already verified, with the digest they were verified over: a process often sees one event twice
+  // (a consumer and a live watch, a re-read of the stream), and verifying costs several times signing.
+  const verified = new Map<string, Buffer>();
   return {
     lookup: (keyId) => keys.get(keyId),
     describe() {
@@ -168,11 +174,19 @@ export function trustedKeys(texts: TrustedKeyTexts): TrustedKeys {
       if (trusted.role !== owner || event.source !== owner) {
         return { ok: false, problem: "wrong_role", detail: `${event.kind}.${event.type} is ${owner}'s; signed by a ${trusted.role} key as ${event.source}` };
       }
-      let ok: boolean;
-      try {
-        ok = verify(null, eventDigest(event), trusted.key, Buffer.from(event.sig.value, "base64url"));
-      } catch {
-        ok = false;
+      const digest = eventDigest(event);
+      const cacheKey = `${event.sig.key_id}.${event.sig.value}`;
+      let ok = verified.get(cacheKey)?.equals(digest) === true;
+      if (!ok) {
+        try {
+          ok = verify(null, digest, trusted.key, Buffer.from(event.sig.value, "base64url"));
+        } catch {
+          ok = false;
+        }
+        if (ok) {
+          if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
+          verified.set(cacheKey, digest);
+        }
       }
       if (!ok) return { ok: false, problem: "bad_signature", detail: `the signature of ${event.id} does not verify with key ${event.sig.key_id}` };
       return { ok: true, keyId: event.sig.key_id, role: trusted.role };

@@ -1,8 +1,20 @@
-import { eventId, newCallId, newRunId, sha256, success, type CallEventType, type ToolgateEvent } from "@toolgate/contracts";
+import { generateKeyPairSync } from "node:crypto";
+import {
+  eventId,
+  eventSigner,
+  exportKeyPair,
+  newCallId,
+  newRunId,
+  sha256,
+  success,
+  trustedKeys,
+  type CallEventType,
+  type ToolgateEvent,
+} from "@toolgate/contracts";
 import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
 import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MongoAuditStore, recordHash } from "./audit-store.js";
+import { MongoAuditStore, recordHash, signatureVerdict } from "./audit-store.js";
 
 const principal = { tenant: "acme", subject: "alice", roles: ["analyst"] };
 const tool = { name: "create_ticket", version: "1", hash: `sha256:${"a".repeat(64)}` };
@@ -388,5 +400,51 @@ describe("MongoAuditStore", () => {
     const [latest] = await store.rejected(1);
     expect(latest).toMatchObject({ stream_seq: 13, bytes: 3_000 });
     expect(Buffer.from(latest!.preview, "base64").byteLength).toBe(2_048);
+  });
+});
+
+describe("signature verdicts", () => {
+  const fresh = () => exportKeyPair(generateKeyPairSync("ed25519").privateKey);
+  const keys = { orchestrator: fresh(), policy: fresh(), executor: fresh() };
+  const trusted = trustedKeys({ orchestrator: [keys.orchestrator.publicKey], policy: [keys.policy.publicKey], executor: [keys.executor.publicKey] });
+  const signer = (role: "orchestrator" | "executor") => eventSigner(role, keys[role].privateKey);
+
+  it("keeps a refused event under an id of its own, so the legitimate event with that id is still stored, and verify names the forgery", async () => {
+    const { store } = await freshStore();
+    const callId = newCallId();
+    const runId = newRunId();
+    const proposed = signer("orchestrator").seal(callEvent(callId, runId, "proposed", 1));
+    const forged = callEvent(callId, runId, "completed", 3, { ticket: "FORGED" });
+    const genuine = signer("executor").seal(callEvent(callId, runId, "completed", 3));
+    await store.append(proposed, 1, signatureVerdict(trusted, proposed, false));
+    expect(await store.append(forged, 2, signatureVerdict(trusted, forged, false))).toBe("stored");
+    // A redelivery of the forgery is recognised as such; the real event with the same id is not a duplicate.
+    expect(await store.append(forged, 2, signatureVerdict(trusted, forged, false))).toBe("duplicate");
+    expect(await store.append(genuine, 3, signatureVerdict(trusted, genuine, false))).toBe("stored");
+    const chain = await store.chain(callId);
+    expect(chain.map((r) => [r._id, r.trust?.ok])).toEqual([
+      [proposed.id, true],
+      [`${forged.id}~refused@2`, false],
+      [genuine.id, true],
+    ]);
+    // Without keys only the hash chain is checked; with them the forgery fails verification at its position.
+    expect(await store.verify(callId)).toMatchObject({ ok: true, length: 3 });
+    expect(await store.verify(callId, trusted)).toMatchObject({
+      ok: false,
+      brokenAt: 2,
+      untrusted: [{ idx: 2, event_id: `${forged.id}~refused@2`, type: "completed", problem: expect.stringMatching(/^refused: unsigned/) }],
+    });
+  });
+
+  it("flags an event stored without a verdict, and one whose key is no longer trusted", async () => {
+    const { store } = await freshStore();
+    const callId = newCallId();
+    const runId = newRunId();
+    const proposed = signer("orchestrator").seal(callEvent(callId, runId, "proposed", 1));
+    await store.append(proposed, 1, signatureVerdict(trusted, proposed, false));
+    await store.append(callEvent(callId, runId, "started", 2), 2);
+    expect(await store.verify(callId, trusted)).toMatchObject({ ok: false, brokenAt: 2, untrusted: [{ idx: 2, problem: expect.stringMatching(/^unsigned/) }] });
+    const rotated = trustedKeys({ orchestrator: [fresh().publicKey], policy: [keys.policy.publicKey], executor: [keys.executor.publicKey] });
+    expect(await store.verify(callId, rotated)).toMatchObject({ ok: false, brokenAt: 1, problem: expect.stringMatching(/no longer trusted/) });
   });
 });
