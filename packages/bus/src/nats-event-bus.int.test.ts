@@ -1,14 +1,26 @@
 import { AckPolicy, DeliverPolicy, JetStreamApiError, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { context, propagation, trace } from "@opentelemetry/api";
-import { eventId, newCallId, newRunId, subjectCatalogue, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { generateKeyPairSync } from "node:crypto";
+import {
+  eventId,
+  eventSigner,
+  exportKeyPair,
+  newCallId,
+  newRunId,
+  subjectCatalogue,
+  trustedKeys,
+  type EventRejection,
+  type SubjectCatalogue,
+  type ToolgateEvent,
+} from "@toolgate/contracts";
 import { createLogger, initTracing, traceIdOf } from "@toolgate/telemetry";
 import { afterEach, describe, expect, it } from "vitest";
 // The bus package has no testkit dependency; its built entry is reached by path (see the report).
 import { testInfra, uniqueName, waitFor } from "@toolgate/testkit";
 import { ACK, retryLater, terminate, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventHandler, RejectionHandler, Worker } from "./event-bus.js";
-import { NatsEventBus, PublishError } from "./nats-event-bus.js";
+import { NatsEventBus, PublishError, type BusTrust } from "./nats-event-bus.js";
 
 const MAX_EVENT_BYTES = 8 * 1024;
 const logger = createLogger({ service: "test", level: "silent" });
@@ -96,7 +108,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false): Promise<NatsEventBus> {
+async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false, trust?: BusTrust): Promise<NatsEventBus> {
   const bus = await NatsEventBus.connect({
     servers: testInfra().natsUrl,
     name: "bus-test",
@@ -105,6 +117,7 @@ async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000
     stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs },
     logger,
     traceSpans,
+    ...(trust ? { trust } : {}),
   });
   cleanups.push(() => bus.close());
   return bus;
@@ -657,3 +670,46 @@ async function consumerNames(h: Harness): Promise<string[]> {
   for await (const c of h.jsm.consumers.list(h.subjects.stream)) names.push(c.name);
   return names.sort();
 }
+
+describe("signed transitions", () => {
+  const fresh = () => exportKeyPair(generateKeyPairSync("ed25519").privateKey);
+  const pairs = { orchestrator: fresh(), policy: fresh(), executor: fresh() };
+  const keys = trustedKeys({ orchestrator: [pairs.orchestrator.publicKey], policy: [pairs.policy.publicKey], executor: [pairs.executor.publicKey] });
+
+  it("delivers what the owning role signed, refuses through the hook what it did not, and a forger cannot take a future id", async () => {
+    const subjects = subjectCatalogue(uniqueName("t"));
+    const executor = await connectBus(subjects, 60_000, false, { signer: eventSigner("executor", pairs.executor.privateKey), keys });
+    const consumer = await connectBus(subjects, 60_000, false, { keys });
+    const jsm = await jetstreamManager(consumer.connection);
+    cleanups.push(async () => {
+      await jsm.streams.delete(subjects.stream);
+    });
+    const { handler, deliveries } = recorder();
+    const rejected: EventRejection[] = [];
+    const worker = await consumer.consume(spec(), handler, async (rejection) => {
+      rejected.push(rejection);
+    });
+    cleanups.push(() => worker.stop());
+
+    const event = startedEvent();
+    // A forger publishes first, with the Nats-Msg-Id the event id used to be, unsigned and then signed by a
+    // trusted key of the wrong role.
+    const js = jetstream(consumer.connection);
+    const subject = subjects.call(event.kind === "call" ? event.call_id : "", "started");
+    await js.publish(subject, JSON.stringify(event), { msgID: event.id });
+    await js.publish(subject, JSON.stringify(eventSigner("policy", pairs.policy.privateKey).seal(event)), { msgID: `${event.id}-p` });
+    const receipt = await executor.publish(event);
+    expect(receipt.duplicate).toBe(false);
+    expect((await executor.publish(event)).duplicate).toBe(true);
+    await waitFor(() => deliveries.length === 1 && rejected.length === 2, { description: "one delivery and two refusals" });
+    expect(deliveries[0]!.event.sig?.key_id).toBe(eventSigner("executor", pairs.executor.privateKey).keyId);
+    expect(rejected.map((r) => [r.reason, r.detail.split(":")[0]])).toEqual([
+      ["untrusted", "unsigned"],
+      ["untrusted", "wrong_role"],
+    ]);
+    // The last message on the subject is the signed one: read back. A forgery after it reads as nothing.
+    expect((await consumer.lastEvent("call", event.kind === "call" ? event.call_id : "", "started"))?.id).toBe(event.id);
+    await js.publish(subject, JSON.stringify(event), { msgID: `${event.id}-late` });
+    expect(await consumer.lastEvent("call", event.kind === "call" ? event.call_id : "", "started")).toBeUndefined();
+  });
+});

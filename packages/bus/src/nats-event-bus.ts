@@ -120,7 +120,7 @@ const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
 /**
  * {@link EventBus} over NATS JetStream. One stream holds every call and run event; consumers are durable,
  * explicitly acknowledged, created idempotently at start-up; every publish carries `Nats-Msg-Id` (the event
- * id) and W3C trace context, and awaits its PubAck.
+ * id, with the signer's keyed suffix when signing) and W3C trace context, and awaits its PubAck.
  */
 export class NatsEventBus implements EventBus {
   readonly #nc: NatsConnection;
