@@ -98,7 +98,7 @@ describe("forged transitions on the bus", () => {
     const proposed = (await callEvents(stack, (await pendingSave(runId, save("task_mine", "A claim."))).callId)).find((e) => e.type === "proposed")!;
     const callId = newCallId();
     const args = save("task_other", "Planted by a forger.");
-    const forged = nextCallEvent({ call_id: callId, run_id: runId, principal: proposed.principal as never, seq: 0 }, "proposed", "orchestrator", {
+    const forged = nextCallEvent({ call_id: callId, run_id: runId, principal: (proposed as Event).principal as never, seq: 0 }, "proposed", "orchestrator", {
       provider_call_id: "forged_1",
       tool_name: "save_evidence",
       arguments_json: JSON.stringify(args),

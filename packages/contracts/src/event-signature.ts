@@ -77,8 +77,8 @@ export function loadPrivateKey(text: string): KeyObject {
   try {
     key = text.includes("BEGIN") ? createPrivateKey(text) : createPrivateKey({ key: Buffer.from(text.trim(), "base64"), format: "der", type: "pkcs8" });
   } catch (error) {
-    // The parser's message can quote the input: say only what was wrong.
-    throw new TypeError("a signing key is not a PKCS#8 private key", { cause: error instanceof Error ? new Error(error.name) : undefined });
+    // OpenSSL's decoder errors name the failing step, never the key material.
+    throw new TypeError("a signing key is not a PKCS#8 private key", { cause: error });
   }
   if (key.asymmetricKeyType !== "ed25519") throw new TypeError("signing keys must be Ed25519");
   return key;

@@ -611,7 +611,7 @@ function signatureProblem(r: BlockRecord, keys: TrustedKeys): string | undefined
   if (!event.sig || event.sig.key_id !== r.trust.key_id) return "the stored signature is not the one that was checked";
   const digest = Buffer.from(r.trust.digest, "base64url");
   if (!r.trust.redacted && !eventDigest(event).equals(digest)) return "the stored event is not the one that was signed";
-  let ok = false;
+  let ok: boolean;
   try {
     ok = verifySignature(null, digest, trusted.key, Buffer.from(event.sig.value, "base64url"));
   } catch {

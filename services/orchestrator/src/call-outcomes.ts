@@ -105,17 +105,21 @@ export class CallOutcomes {
   };
 
   /**
-   * Whether an executor's outcome is bound to this call's authorization: its signed envelope names the call's
-   * tool and the hash of the arguments policy authorized. The bus already checked that an executor key signed
+   * Whether an executor's successful outcome is bound to this call's authorization: its signed envelope names
+   * the call's tool and the hash of the arguments policy authorized. The bus already checked that an executor key signed
    * it; a result for other arguments (a replayed or confused outcome) is refused and ends nothing. Policy's
    * outcomes (rejected, denied) precede any authorization and carry no such binding.
    */
   async #bound(event: TerminalEvent, call: CallRecord): Promise<boolean> {
-    if (event.type !== "completed" && event.type !== "outcome_unknown") return true;
-    if (event.tool?.name === call.tool_name && event.args_hash !== undefined && event.args_hash === call.args_hash) return true;
+    // A failure the executor reports (a refused authorization, a mismatched approval) ran nothing the model
+    // could be misled by and must still end the call; a success must be for what was authorized.
+    if (event.type !== "completed" || !event.payload.result.ok) return true;
+    // The model may have named the tool by an alias: the contract's own name is what the executor ran.
+    const toolName = this.#deps.contracts.registry().get(call.tool_name)?.contract.name ?? call.tool_name;
+    if (event.tool?.name === toolName && event.args_hash !== undefined && event.args_hash === call.args_hash) return true;
     // The record predates the hash, or the contract changed between proposal and decision: the signed
     // authorization in the stream says which arguments were authorized (a rare read, off the common path).
-    const authorized = event.tool?.name === call.tool_name ? await this.#deps.bus.lastEvent("call", call._id, "authorized") : undefined;
+    const authorized = event.tool?.name === toolName ? await this.#deps.bus.lastEvent("call", call._id, "authorized") : undefined;
     if (authorized?.kind === "call" && authorized.args_hash !== undefined && authorized.args_hash === event.args_hash) return true;
     this.#deps.logger.error(
       { alert: "unbound_result", call_id: call._id, type: event.type, event_id: event.id, tool: event.tool?.name, args_hash: event.args_hash },
