@@ -16,6 +16,8 @@ export interface Delivery {
   /** 1 on the first delivery. */
   deliveryCount: number;
   maxDeliver: number;
+  /** The message exactly as stored: what its signature covers (see `signedBytes` in contracts). */
+  data: Uint8Array;
   /** Tells the server the handler is still working, resetting the ack wait. */
   working(): void;
 }
@@ -71,6 +73,7 @@ export interface EventBus {
   /**
    * Watches events live without a durable consumer (at most once, nothing replayed): for notifications
    * that have a durable fallback. `wanted` sees the subject first, so uninteresting messages are not parsed.
+   * Signatures are not checked: a watched event may only wake a reader of durable state, never be acted on.
    */
   watch(filter: string, wanted: (subject: string) => boolean, handler: (event: ToolgateEvent) => void): Subscription;
   /** Stops nothing by itself: stop workers first, then close drains the connection. */

@@ -93,9 +93,10 @@ export interface NatsEventBusOptions {
 }
 
 /**
- * How the bus signs and checks transitions. `signer` seals every published event; with `keys`, consumers,
- * `lastEvent` and `watch` pass on only events whose signature verifies for the role that owns them. Audit
- * gives no keys: it stores every event and judges each itself.
+ * How the bus signs and checks transitions. `signer` seals every published event (over its exact bytes); with
+ * `keys`, consumers and `lastEvent` pass on only events whose bytes verify for the role that owns them, each
+ * delivery verified once. `watch` checks nothing: its events only wake a reader of durable state. Audit gives
+ * no keys: it stores every event with its signature and verifies the chain when asked.
  */
 export interface BusTrust {
   signer?: EventSigner;
@@ -285,7 +286,7 @@ export class NatsEventBus implements EventBus {
     const { subjects } = this.#options;
     const subject = event.kind === "call" ? subjects.call(event.call_id, event.type) : subjects.run(event.run_id, event.type);
     const signer = this.#options.trust?.signer;
-    const data = encoder.encode(JSON.stringify(signer ? signer.seal(event) : event));
+    const data = encoder.encode(signer ? signer.sealText(event) : JSON.stringify(event));
     if (data.byteLength > this.#options.maxEventBytes) {
       throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
     }
@@ -312,7 +313,7 @@ export class NatsEventBus implements EventBus {
     const stored = await this.#jsm.streams.getMessage(subjects.stream, { last_by_subj: subject });
     if (!stored) return undefined;
     const parsed = parseEvent(stored.data, this.#options.maxEventBytes);
-    if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event) || this.#untrusted(parsed.event)) return undefined;
+    if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event) || this.#untrusted(parsed.event, stored.data)) return undefined;
     return parsed.event;
   }
 
@@ -445,13 +446,14 @@ export class NatsEventBus implements EventBus {
       streamSeq: msg.seq,
       deliveryCount: msg.info.deliveryCount,
       maxDeliver: spec.maxDeliver,
+      data: msg.data,
       working: () => msg.working(),
     };
     const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
     if (!parsed.ok) return this.#reject(msg, spec, parsed.rejection, onRejected);
     const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
     if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
-    const untrusted = this.#untrusted(parsed.event);
+    const untrusted = this.#untrusted(parsed.event, msg.data);
     if (untrusted) return this.#reject(msg, spec, untrusted, onRejected);
     const event = parsed.event;
     if (!this.#options.traceSpans) {
@@ -529,17 +531,20 @@ export class NatsEventBus implements EventBus {
       callback: (error, msg) => {
         if (error || !wanted(msg.subject)) return;
         const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
-        if (parsed.ok && !this.#untrusted(parsed.event)) handler(parsed.event);
+        if (parsed.ok) handler(parsed.event);
       },
     });
     return { unsubscribe: () => sub.unsubscribe() };
   }
 
-  /** Why `event` may not be acted on (its signature or signer role), or undefined when trusted or unchecked. */
-  #untrusted(event: ToolgateEvent): EventRejection | undefined {
+  /**
+   * Why `event` may not be acted on (the signature over `data`, its bytes as stored, or the signer's role), or
+   * undefined when trusted or unchecked.
+   */
+  #untrusted(event: ToolgateEvent, data: Uint8Array): EventRejection | undefined {
     const keys = this.#options.trust?.keys;
     if (!keys) return undefined;
-    const verdict = keys.check(event);
+    const verdict = keys.check(event, data);
     if (verdict.ok) return undefined;
     this.#stats.add(`bus.untrusted.${verdict.problem}`);
     return { reason: "untrusted", detail: `${verdict.problem}: ${verdict.detail}` };

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { nextCallEvent, runEvent } from "./event-builders.js";
-import { devPrivateKey, eventSigner, exportKeyPair, trustedKeys, type SignerRole } from "./event-signature.js";
+import { devPrivateKey, eventSigner, exportKeyPair, signedBytes, trustedKeys, type SignerRole } from "./event-signature.js";
 import { failure } from "./result-envelope.js";
 import { newCallId, newRunId } from "./ids.js";
 import { parseEvent } from "./parse-event.js";
@@ -27,11 +27,18 @@ function proposed() {
 
 describe("event signatures", () => {
   it("accepts an event sealed by the role that owns it, also after a JSON round trip through the bus parser", () => {
-    const sealed = signers.orchestrator.seal(proposed());
+    const event = proposed();
+    const sealed = signers.orchestrator.seal(event);
     expect(trust.check(sealed)).toEqual({ ok: true, keyId: signers.orchestrator.keyId, role: "orchestrator" });
-    const parsed = parseEvent(new TextEncoder().encode(JSON.stringify(sealed)), 1 << 20);
+    // The wire text is the event's own JSON text with the signature appended: no canonical form is computed.
+    const text = signers.orchestrator.sealText(event);
+    expect(text).toBe(JSON.stringify(sealed));
+    expect(text.startsWith(JSON.stringify(event).slice(0, -1))).toBe(true);
+    const bytes = new TextEncoder().encode(text);
+    const parsed = parseEvent(bytes, 1 << 20);
     if (!parsed.ok) throw new Error(parsed.rejection.detail);
-    expect(trust.check(parsed.event).ok).toBe(true);
+    expect(parsed.event.sig).toEqual(sealed.sig);
+    expect(trust.check(parsed.event, bytes).ok).toBe(true);
     const run = signers.orchestrator.seal(runEvent({ run_id: newRunId(), principal }, "started", "orchestrator", 0, { model: "m", context: {} }));
     expect(trust.check(run).ok).toBe(true);
   });
@@ -55,6 +62,23 @@ describe("event signatures", () => {
     });
     expect(trust.check(signers.executor.seal(completed))).toMatchObject({ ok: false, problem: "wrong_role" });
     expect(trust.check(signers.executor.seal({ ...completed, source: "executor" })).ok).toBe(true);
+  });
+
+  it("verifies the bytes as they arrived: one changed byte, a moved signature or a trailing space is refused", () => {
+    const event = proposed();
+    const text = signers.orchestrator.sealText(event);
+    const bytes = new TextEncoder().encode(text);
+    expect(signedBytes(bytes)?.signature).toEqual({ key_id: signers.orchestrator.keyId, value: expect.any(String) });
+    const changed = new TextEncoder().encode(text.replace('"turn":0', '"turn":1'));
+    expect(trust.check(event, changed)).toMatchObject({ ok: false, problem: "bad_signature" });
+    // The same members in another order are other bytes: still a valid event, but not the one that was signed.
+    const { sig: appended, ...members } = JSON.parse(text) as Record<string, unknown>;
+    const reordered = { ...Object.fromEntries(Object.entries(members).reverse()), sig: appended };
+    expect(trust.check(event, new TextEncoder().encode(JSON.stringify(reordered)))).toMatchObject({ ok: false, problem: "bad_signature" });
+    expect(signedBytes(new TextEncoder().encode(`${text} `))).toBeUndefined();
+    expect(trust.check(event, new TextEncoder().encode(`${text} `))).toMatchObject({ ok: false, problem: "unsigned" });
+    const { sig, ...unsigned } = JSON.parse(text) as Record<string, unknown>;
+    expect(trust.check(event, new TextEncoder().encode(JSON.stringify({ sig, ...unsigned })))).toMatchObject({ ok: false, problem: "unsigned" });
   });
 
   it("trusts several keys per role (rotation) and refuses one key listed for two roles", () => {

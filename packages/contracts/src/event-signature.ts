@@ -1,7 +1,7 @@
 import { createHash, createHmac, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
 import type { CallEventType } from "./subjects.js";
 import type { ServiceName, ToolgateEvent } from "./events.js";
-import { canonicalJson, sha256 } from "./hashing.js";
+import { sha256 } from "./hashing.js";
 
 /** The services that publish transitions, each with keys of its own. */
 export type SignerRole = Exclude<ServiceName, "audit">;
@@ -37,11 +37,22 @@ export type TrustProblem = "unsigned" | "unknown_key" | "bad_signature" | "wrong
 /** A verdict on one event: the signer's key and role when it verifies, the problem when it does not. */
 export type TrustVerdict = { ok: true; keyId: string; role: SignerRole } | { ok: false; problem: TrustProblem; detail: string };
 
+/** An event's signature as it travels: the key that made it and the Ed25519 signature (base64url). */
+export interface EventSignature {
+  key_id: string;
+  value: string;
+}
+
 /** A role's Ed25519 signing key. The private key stays inside: nothing here returns or logs it. */
 export interface EventSigner {
   readonly keyId: string;
   readonly role: SignerRole;
-  /** `event` with `sig` set: Ed25519 over the sha256 of its RFC 8785 form without `sig`. */
+  /**
+   * `event`'s wire text: its JSON text with `sig` appended as the last member, signed over the sha256 of the exact
+   * UTF-8 bytes of the text before it was appended (see {@link signedBytes}). Nothing is canonicalized.
+   */
+  sealText(event: ToolgateEvent): string;
+  /** `event` with `sig` set as its last member: `JSON.stringify` of the result is {@link sealText}'s text. */
   seal<E extends ToolgateEvent>(event: E): E;
   /** Base64url Ed25519 signature over `bytes` (used for policy's decisions). */
   signBytes(bytes: Buffer): string;
@@ -54,8 +65,16 @@ export interface EventSigner {
 
 /** The public keys trusted per role (several per role while keys rotate). */
 export interface TrustedKeys {
-  /** Checks `event`'s signature and that its key belongs to the role owning the transition (and named as `source`). */
-  check(event: ToolgateEvent): TrustVerdict;
+  /**
+   * Checks that `data` (the message exactly as received) is signed by a trusted key of the role owning `event`'s
+   * transition, named as its `source`. Without `data`, the event's own JSON text is checked: right for an event
+   * from {@link EventSigner.seal}, not for one parsed from the wire (parsing reorders members).
+   */
+  check(event: ToolgateEvent, data?: Uint8Array): TrustVerdict;
+  /** The checks that need no cryptography: a signature is present, its key trusted, its role the owner's. */
+  precheck(event: ToolgateEvent, signature: EventSignature | undefined): TrustVerdict;
+  /** Whether `value` is key `keyId`'s signature over `digest` (a {@link SignedBytes} digest). */
+  verifyDigest(keyId: string, digest: Buffer, value: string): boolean;
   /** The role and key of `keyId`, if trusted. */
   lookup(keyId: string): { role: SignerRole; key: KeyObject } | undefined;
   /** Key ids trusted per role, for start-up logs. */
@@ -115,10 +134,53 @@ export function exportKeyPair(privateKey: KeyObject): { privateKey: string; publ
   };
 }
 
-/** The digest an event's signature covers: sha256 of its RFC 8785 form without `sig`. */
-export function eventDigest(event: ToolgateEvent): Buffer {
+const encoder = new TextEncoder();
+const TRAILER_HEAD = encoder.encode(',"sig":{"key_id":"');
+const TRAILER_MIDDLE = encoder.encode('","value":"');
+const TRAILER_TAIL = encoder.encode('"}}');
+const KEY_ID_LENGTH = 16;
+const SIGNATURE_LENGTH = 86;
+/** Bytes of the `sig` member appended last to a sealed event's text, with the closing brace. */
+const TRAILER_LENGTH = TRAILER_HEAD.length + KEY_ID_LENGTH + TRAILER_MIDDLE.length + SIGNATURE_LENGTH + TRAILER_TAIL.length;
+const CLOSE = Buffer.from("}");
+
+/** What a sealed message says about itself: its signature and the sha256 of the exact bytes the signature covers. */
+export interface SignedBytes {
+  signature: EventSignature;
+  digest: Buffer;
+}
+
+/**
+ * Reads the signature appended last to a sealed event's bytes and hashes the bytes it covers (the text before
+ * it, closed again), without parsing or copying; undefined when `data` does not end with one. Verifies nothing.
+ */
+export function signedBytes(data: Uint8Array): SignedBytes | undefined {
+  const at = data.byteLength - TRAILER_LENGTH;
+  if (at < 1) return undefined;
+  let i = at;
+  const expect = (part: Uint8Array): boolean => {
+    for (let j = 0; j < part.length; j++) if (data[i + j] !== part[j]) return false;
+    i += part.length;
+    return true;
+  };
+  const take = (length: number): string => {
+    const text = Buffer.from(data.buffer, data.byteOffset + i, length).toString("latin1");
+    i += length;
+    return text;
+  };
+  if (!expect(TRAILER_HEAD)) return undefined;
+  const keyId = take(KEY_ID_LENGTH);
+  if (!expect(TRAILER_MIDDLE)) return undefined;
+  const value = take(SIGNATURE_LENGTH);
+  if (!expect(TRAILER_TAIL)) return undefined;
+  const digest = createHash("sha256").update(data.subarray(0, at)).update(CLOSE).digest();
+  return { signature: { key_id: keyId, value }, digest };
+}
+
+function unsignedText(event: ToolgateEvent): string {
+  if (event.sig === undefined) return JSON.stringify(event);
   const { sig: _sig, ...unsigned } = event;
-  return createHash("sha256").update(canonicalJson(unsigned), "utf8").digest();
+  return JSON.stringify(unsigned);
 }
 
 /** A signer for `role` from a private key (KeyObject, PEM or base64 DER). Throws TypeError for a non-Ed25519 key. */
@@ -131,12 +193,17 @@ export function eventSigner(role: SignerRole, privateKey: KeyObject | string): E
     .update("toolgate msg-id\n")
     .update(key.export({ type: "pkcs8", format: "der" }))
     .digest();
+  const signText = (text: string): string => sign(null, createHash("sha256").update(text, "utf8").digest(), key).toString("base64url");
   return {
     keyId,
     role,
+    sealText(event) {
+      const text = unsignedText(event);
+      return `${text.slice(0, -1)},"sig":{"key_id":"${keyId}","value":"${signText(text)}"}}`;
+    },
     seal(event) {
-      const value = sign(null, eventDigest(event), key).toString("base64url");
-      return { ...event, sig: { key_id: keyId, value } };
+      const { sig: _sig, ...unsigned } = event;
+      return { ...unsigned, sig: { key_id: keyId, value: signText(JSON.stringify(unsigned)) } } as typeof event;
     },
     signBytes: (bytes) => sign(null, bytes, key).toString("base64url"),
     msgId: (id) => `${id}~${createHmac("sha256", idSecret).update(id).digest("base64url").slice(0, 22)}`,
@@ -156,9 +223,36 @@ export function trustedKeys(texts: TrustedKeyTexts): TrustedKeys {
       keys.set(keyId, { role, key });
     }
   }
-  // Signatures already verified, with the digest they were verified over: a process often sees one event twice
-  // (a consumer and a live watch, a re-read of the stream), and verifying costs several times signing.
+  // Signatures already verified, with the digest they were verified over: a redelivery or a re-read of the
+  // stream brings the same bytes again, and verifying costs several times signing.
   const verified = new Map<string, Buffer>();
+  const verifyDigest = (keyId: string, digest: Buffer, value: string): boolean => {
+    const trusted = keys.get(keyId);
+    if (!trusted) return false;
+    const cacheKey = `${keyId}.${value}`;
+    if (verified.get(cacheKey)?.equals(digest) === true) return true;
+    let ok: boolean;
+    try {
+      ok = verify(null, digest, trusted.key, Buffer.from(value, "base64url"));
+    } catch {
+      ok = false;
+    }
+    if (ok) {
+      if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
+      verified.set(cacheKey, digest);
+    }
+    return ok;
+  };
+  const precheck = (event: ToolgateEvent, signature: EventSignature | undefined): TrustVerdict => {
+    if (!signature) return { ok: false, problem: "unsigned", detail: `${event.type} event ${event.id} carries no signature` };
+    const trusted = keys.get(signature.key_id);
+    if (!trusted) return { ok: false, problem: "unknown_key", detail: `key ${signature.key_id} is not trusted` };
+    const owner = ownerOf(event);
+    if (trusted.role !== owner || event.source !== owner) {
+      return { ok: false, problem: "wrong_role", detail: `${event.kind}.${event.type} is ${owner}'s; signed by a ${trusted.role} key as ${event.source}` };
+    }
+    return { ok: true, keyId: signature.key_id, role: trusted.role };
+  };
   return {
     lookup: (keyId) => keys.get(keyId),
     describe() {
@@ -166,30 +260,15 @@ export function trustedKeys(texts: TrustedKeyTexts): TrustedKeys {
       for (const [keyId, { role }] of keys) out[role].push(keyId);
       return out;
     },
-    check(event) {
-      if (!event.sig) return { ok: false, problem: "unsigned", detail: `${event.type} event ${event.id} carries no signature` };
-      const trusted = keys.get(event.sig.key_id);
-      if (!trusted) return { ok: false, problem: "unknown_key", detail: `key ${event.sig.key_id} is not trusted` };
-      const owner = ownerOf(event);
-      if (trusted.role !== owner || event.source !== owner) {
-        return { ok: false, problem: "wrong_role", detail: `${event.kind}.${event.type} is ${owner}'s; signed by a ${trusted.role} key as ${event.source}` };
-      }
-      const digest = eventDigest(event);
-      const cacheKey = `${event.sig.key_id}.${event.sig.value}`;
-      let ok = verified.get(cacheKey)?.equals(digest) === true;
-      if (!ok) {
-        try {
-          ok = verify(null, digest, trusted.key, Buffer.from(event.sig.value, "base64url"));
-        } catch {
-          ok = false;
-        }
-        if (ok) {
-          if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
-          verified.set(cacheKey, digest);
-        }
-      }
-      if (!ok) return { ok: false, problem: "bad_signature", detail: `the signature of ${event.id} does not verify with key ${event.sig.key_id}` };
-      return { ok: true, keyId: event.sig.key_id, role: trusted.role };
+    precheck,
+    verifyDigest,
+    check(event, data) {
+      const signed = signedBytes(data ?? encoder.encode(JSON.stringify(event)));
+      const verdict = precheck(event, signed?.signature);
+      if (!verdict.ok || !signed) return verdict;
+      if (!verifyDigest(signed.signature.key_id, signed.digest, signed.signature.value))
+        return { ok: false, problem: "bad_signature", detail: `the signature of ${event.id} does not verify with key ${signed.signature.key_id}` };
+      return verdict;
     },
   };
 }

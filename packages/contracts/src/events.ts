@@ -191,9 +191,9 @@ const base = {
   tool: ToolRefSchema.optional(),
   args_hash: HashSchema.optional(),
   /**
-   * Ed25519 signature of the service that owns the transition, over the sha256 of the event's RFC 8785 form
-   * without `sig` (see event-signature.ts). Optional in the schema so an unsigned event can be recorded as
-   * refused; no consumer acts on one.
+   * Ed25519 signature of the service that owns the transition, over the sha256 of the event's exact bytes on the
+   * wire before this member, which comes last (see event-signature.ts). Optional in the schema so an unsigned
+   * event can be recorded as refused; no consumer acts on one.
    */
   sig: z
     .object({

@@ -408,6 +408,8 @@ describe("signature verdicts", () => {
   const keys = { orchestrator: fresh(), policy: fresh(), executor: fresh() };
   const trusted = trustedKeys({ orchestrator: [keys.orchestrator.publicKey], policy: [keys.policy.publicKey], executor: [keys.executor.publicKey] });
   const signer = (role: "orchestrator" | "executor") => eventSigner(role, keys[role].privateKey);
+  // The message as it travels: a sealed event's JSON text is its wire form.
+  const verdict = (event: ToolgateEvent) => signatureVerdict(trusted, event, new TextEncoder().encode(JSON.stringify(event)));
 
   it("keeps a refused event under an id of its own, so the legitimate event with that id is still stored, and verify names the forgery", async () => {
     const { store } = await freshStore();
@@ -416,11 +418,11 @@ describe("signature verdicts", () => {
     const proposed = signer("orchestrator").seal(callEvent(callId, runId, "proposed", 1));
     const forged = callEvent(callId, runId, "completed", 3, { ticket: "FORGED" });
     const genuine = signer("executor").seal(callEvent(callId, runId, "completed", 3));
-    await store.append(proposed, 1, signatureVerdict(trusted, proposed, false));
-    expect(await store.append(forged, 2, signatureVerdict(trusted, forged, false))).toBe("stored");
+    await store.append(proposed, 1, verdict(proposed));
+    expect(await store.append(forged, 2, verdict(forged))).toBe("stored");
     // A redelivery of the forgery is recognised as such; the real event with the same id is not a duplicate.
-    expect(await store.append(forged, 2, signatureVerdict(trusted, forged, false))).toBe("duplicate");
-    expect(await store.append(genuine, 3, signatureVerdict(trusted, genuine, false))).toBe("stored");
+    expect(await store.append(forged, 2, verdict(forged))).toBe("duplicate");
+    expect(await store.append(genuine, 3, verdict(genuine))).toBe("stored");
     const chain = await store.chain(callId);
     expect(chain.map((r) => [r._id, r.trust?.ok])).toEqual([
       [proposed.id, true],
@@ -441,10 +443,35 @@ describe("signature verdicts", () => {
     const callId = newCallId();
     const runId = newRunId();
     const proposed = signer("orchestrator").seal(callEvent(callId, runId, "proposed", 1));
-    await store.append(proposed, 1, signatureVerdict(trusted, proposed, false));
+    await store.append(proposed, 1, verdict(proposed));
     await store.append(callEvent(callId, runId, "started", 2), 2);
     expect(await store.verify(callId, trusted)).toMatchObject({ ok: false, brokenAt: 2, untrusted: [{ idx: 2, problem: expect.stringMatching(/^unsigned/) }] });
     const rotated = trustedKeys({ orchestrator: [fresh().publicKey], policy: [keys.policy.publicKey], executor: [keys.executor.publicKey] });
     expect(await store.verify(callId, rotated)).toMatchObject({ ok: false, brokenAt: 1, problem: expect.stringMatching(/no longer trusted/) });
+  });
+
+  it("verifies no signature on arrival: a forgery under a trusted key that comes first keeps the id, the genuine event gets its own, verify names the forgery", async () => {
+    const { store } = await freshStore();
+    const callId = newCallId();
+    const runId = newRunId();
+    const genuine = signer("executor").seal(callEvent(callId, runId, "completed", 3));
+    // The executor's key id with a signature that key never made.
+    const forged = { ...signer("executor").seal(callEvent(callId, runId, "completed", 3, { ticket: "FORGED" })), sig: genuine.sig };
+    expect(await store.append(forged, 1, verdict(forged))).toBe("stored");
+    expect(await store.append(genuine, 2, verdict(genuine))).toBe("stored");
+    // Redeliveries (the same bytes) of either are recognised.
+    expect(await store.append(forged, 1, verdict(forged))).toBe("duplicate");
+    expect(await store.append(genuine, 2, verdict(genuine))).toBe("duplicate");
+    const chain = await store.chain(callId);
+    expect(chain.map((r) => r._id)).toEqual([genuine.id, `${genuine.id}~2`]);
+    expect(chain[1]!.trust).toMatchObject({ ok: true, key_id: signer("executor").keyId, value: genuine.sig!.value });
+    expect(await store.verify(callId)).toMatchObject({ ok: true, length: 2 });
+    const verified = await store.verify(callId, trusted);
+    expect(verified).toMatchObject({
+      ok: false,
+      brokenAt: 1,
+      untrusted: [{ idx: 1, event_id: genuine.id, type: "completed", problem: expect.stringMatching(/^bad_signature/) }],
+    });
+    expect(verified.ok === false && verified.untrusted).toHaveLength(1);
   });
 });

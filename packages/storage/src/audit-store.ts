@@ -1,11 +1,10 @@
 import { createHash } from "node:crypto";
-import { verify as verifySignature } from "node:crypto";
 import {
   canonicalJson,
-  eventDigest,
   idTime,
   ownerOf,
   sha256,
+  signedBytes,
   type EventRejection,
   type SignerRole,
   type ToolgateEvent,
@@ -39,12 +38,12 @@ export interface AuditRecord {
 }
 
 /**
- * What audit found when it checked an event's signature, before redaction: the signer's key and role and the
- * digest it signed (so verification can re-check the signature after redaction changed the event), or why the
- * event was refused. Covered by the record's hash.
+ * What audit recorded about an event's signature when it arrived, before redaction. `ok` means only the checks
+ * that cost no cryptography passed (signed, by a trusted key of the role that owns the transition): the
+ * signature and the sha256 of the exact bytes it covers are kept, and verified whenever the chain is (so
+ * redaction never stands in the way). Otherwise why the event was refused at once. Covered by the record's hash.
  */
-export type SignatureVerdict =
-  { ok: true; key_id: string; role: SignerRole; digest: string; redacted: boolean } | { ok: false; problem: string; detail: string };
+export type SignatureVerdict = { ok: true; key_id: string; role: SignerRole; value: string; digest: string } | { ok: false; problem: string; detail: string };
 
 /** One event as a block keeps it: its place in its chain and its RFC 8785 text, exactly what its hash covers. */
 interface BlockRecord {
@@ -116,8 +115,9 @@ export type LedgerVerification = { ok: true; blocks: number; head: string | null
 export interface AuditStore {
   /**
    * Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order.
-   * An event refused by its signature check is stored under `<id>~refused@<stream seq>`, so it never takes the
-   * id the legitimate event will arrive with.
+   * An event refused at arrival is stored under `<id>~refused@<stream seq>`, and one whose id is stored already
+   * with other bytes under `<id>~<stream seq>`: neither takes the id the legitimate event arrives with, and a
+   * redelivery (same bytes) is still recognised.
    */
   append(event: ToolgateEvent, streamSeq: number, trust?: SignatureVerdict): Promise<"stored" | "duplicate">;
   /** Every event of one call (or the run's own events), in chain order. */
@@ -132,7 +132,7 @@ export interface AuditStore {
 interface ChainState {
   idx: number;
   hash: string | null;
-  /** Event ids stored in the chain, to recognise a redelivery. */
+  /** Record ids stored in the chain, and `<event id>@<digest>` of the signed ones, to recognise a redelivery. */
   ids: Set<string>;
 }
 
@@ -185,19 +185,35 @@ function hashOfText(prevHash: string | null, chainId: string, idx: number, event
   return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}${verdict}`);
 }
 
-/** The id a record is kept under: the event id, or for a refused event one the legitimate event cannot collide with. */
-function recordId(event: ToolgateEvent, streamSeq: number, trust: SignatureVerdict | undefined): string {
-  return trust?.ok === false ? `${event.id}~refused@${streamSeq}` : event.id;
+/**
+ * The id a record is kept under, or undefined for a redelivery. A refused event, and a message that carries
+ * an id already stored but other bytes (unverified at arrival, so perhaps a forgery that came first), each get
+ * an id of their own: no message takes the id of another, and verification says which one is genuine.
+ */
+function recordId(state: ChainState, event: ToolgateEvent, streamSeq: number, trust: SignatureVerdict | undefined): string | undefined {
+  if (trust?.ok === false) {
+    const id = `${event.id}~refused@${streamSeq}`;
+    return state.ids.has(id) ? undefined : id;
+  }
+  if (trust === undefined) return state.ids.has(event.id) ? undefined : event.id;
+  if (state.ids.has(`${event.id}@${trust.digest}`)) return undefined;
+  return state.ids.has(event.id) ? `${event.id}~${streamSeq}` : event.id;
+}
+
+/** The keys that recognise a record's redelivery (see {@link recordId}). */
+function idKeys(id: string, trust: SignatureVerdict | undefined): string[] {
+  return trust?.ok === true ? [id, `${id.split("~")[0]}@${trust.digest}`] : [id];
 }
 
 /**
- * An evidence verdict for `event` as it arrived (before redaction): what {@link MongoAuditStore.append} stores
- * with it. `redacted` says whether the stored form differs, so verification knows which digests it can re-compute.
+ * The signature facts audit stores with `event`, read from `data` (the message exactly as it arrived): no
+ * signature is verified here, only that one is present and its key trusted for the role owning the transition.
  */
-export function signatureVerdict(keys: TrustedKeys, event: ToolgateEvent, redacted: boolean): SignatureVerdict {
-  const verdict = keys.check(event);
-  if (!verdict.ok) return { ok: false, problem: verdict.problem, detail: verdict.detail };
-  return { ok: true, key_id: verdict.keyId, role: verdict.role, digest: eventDigest(event).toString("base64url"), redacted };
+export function signatureVerdict(keys: TrustedKeys, event: ToolgateEvent, data: Uint8Array): SignatureVerdict {
+  const signed = signedBytes(data);
+  const verdict = keys.precheck(event, signed?.signature);
+  if (!verdict.ok || !signed) return { ok: false, problem: verdict.ok ? "unsigned" : verdict.problem, detail: verdict.ok ? "" : verdict.detail };
+  return { ok: true, key_id: verdict.keyId, role: verdict.role, value: signed.signature.value, digest: signed.digest.toString("base64url") };
 }
 
 function blockHash(block: Pick<AuditBlock, "prev_hash" | "n" | "chain_id" | "run_id" | "records_json">): string {
@@ -349,8 +365,8 @@ export class MongoAuditStore implements AuditStore {
       const p = pending[i]!;
       const chain = chainOf(p.event);
       const state = working.get(chain) ?? this.#chains.get(chain) ?? { idx: 0, hash: null, ids: new Set<string>() };
-      const id = recordId(p.event, p.streamSeq, p.trust);
-      if (state.ids.has(id)) {
+      const id = recordId(state, p.event, p.streamSeq, p.trust);
+      if (id === undefined) {
         duplicates.push(p);
         continue;
       }
@@ -358,7 +374,7 @@ export class MongoAuditStore implements AuditStore {
       if (records.length > 0 && (bytes + eventJson.length > MAX_BLOCK_BYTES || (!chains.has(chain) && chains.size >= MAX_BLOCK_CHAINS))) break;
       const idx = state.idx + 1;
       const hash = hashOfText(state.hash, chain, idx, eventJson, p.trust);
-      working.set(chain, { idx, hash, ids: new Set([...state.ids, id]) });
+      working.set(chain, { idx, hash, ids: new Set([...state.ids, ...idKeys(id, p.trust)]) });
       records.push({
         id,
         chain_id: chain,
@@ -393,7 +409,7 @@ export class MongoAuditStore implements AuditStore {
       }
       state.idx = r.idx;
       state.hash = r.hash;
-      state.ids.add(r.id);
+      for (const key of idKeys(r.id, r.trust)) state.ids.add(key);
       this.#cache(r.chain_id, state);
     }
   }
@@ -574,7 +590,7 @@ export class MongoAuditStore implements AuditStore {
 
 function stateOf(records: readonly BlockRecord[]): ChainState {
   const last = records.at(-1);
-  return { idx: last?.idx ?? 0, hash: last?.hash ?? null, ids: new Set(records.map((r) => r.id)) };
+  return { idx: last?.idx ?? 0, hash: last?.hash ?? null, ids: new Set(records.flatMap((r) => idKeys(r.id, r.trust))) };
 }
 
 function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
@@ -598,8 +614,8 @@ function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
 }
 
 /**
- * Why a record's event is not trusted: refused when it arrived, unsigned, or its signature (over the digest
- * audit recorded, re-computed when the event was stored unredacted) no longer verifies for its owner's key.
+ * Why a record's event is not trusted: refused when it arrived, unsigned, or its signature over the digest of
+ * the bytes audit received does not verify for a trusted key of its owner's role.
  */
 function signatureProblem(r: BlockRecord, keys: TrustedKeys): string | undefined {
   if (!r.trust) return "unsigned (stored without a signature check)";
@@ -607,17 +623,12 @@ function signatureProblem(r: BlockRecord, keys: TrustedKeys): string | undefined
   const event = JSON.parse(r.event_json) as ToolgateEvent;
   const trusted = keys.lookup(r.trust.key_id);
   if (!trusted) return `signed by key ${r.trust.key_id}, which is no longer trusted`;
-  if (trusted.role !== ownerOf(event) || r.trust.role !== trusted.role) return `signed by a ${trusted.role} key; ${event.type} is ${ownerOf(event)}'s`;
-  if (!event.sig || event.sig.key_id !== r.trust.key_id) return "the stored signature is not the one that was checked";
-  const digest = Buffer.from(r.trust.digest, "base64url");
-  if (!r.trust.redacted && !eventDigest(event).equals(digest)) return "the stored event is not the one that was signed";
-  let ok: boolean;
-  try {
-    ok = verifySignature(null, digest, trusted.key, Buffer.from(event.sig.value, "base64url"));
-  } catch {
-    ok = false;
-  }
-  return ok ? undefined : "the signature does not verify";
+  if (trusted.role !== ownerOf(event) || r.trust.role !== trusted.role || event.source !== trusted.role)
+    return `signed by a ${trusted.role} key as ${event.source}; ${event.type} is ${ownerOf(event)}'s`;
+  if (!event.sig || event.sig.key_id !== r.trust.key_id || event.sig.value !== r.trust.value) return "the stored signature is not the one that was received";
+  return keys.verifyDigest(r.trust.key_id, Buffer.from(r.trust.digest, "base64url"), r.trust.value)
+    ? undefined
+    : "bad_signature: the signature does not verify";
 }
 
 /** The hash covers the event text only: what the record says about it (its id, its chain) must match it. */
@@ -629,7 +640,7 @@ function describedFieldsProblem(r: BlockRecord, chainId: string): string | undef
   } catch {
     return "stored event is not JSON";
   }
-  if (r.id !== event.id && !(r.trust?.ok === false && r.id.startsWith(`${event.id}~refused@`))) return "field id does not match the hashed event";
+  if (r.id !== event.id && !r.id.startsWith(`${event.id}~`)) return "field id does not match the hashed event";
   if (r.chain_id !== chainId || chainOf(event) !== chainId) return "field chain_id does not match the hashed event";
   return undefined;
 }

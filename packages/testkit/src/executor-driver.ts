@@ -99,7 +99,7 @@ export class ExecutorDriver {
       });
     });
     const policy = this.#stack.signers.policy;
-    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, JSON.stringify(policy.seal(event)), { msgID: policy.msgId(event.id) });
+    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, policy.sealText(event), { msgID: policy.msgId(event.id) });
     const { type, result } = await ended;
     return { callId, runId, type, result, ms: performance.now() - started };
   }

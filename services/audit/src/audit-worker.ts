@@ -7,14 +7,16 @@ import { redactEvent, type ToolLookup } from "./redact.js";
 const encoder = new TextEncoder();
 
 /**
- * Stores every event once (redacted) with the verdict on its signature, checked before redaction, and
- * acknowledges it only after it is durable. An event not signed by its owner's key is stored as refused (under
- * an id of its own), listed with the rejected messages and raised as an alert: nothing else acts on it.
+ * Stores every event once (redacted) with its signature and the digest of the bytes it covers, read before
+ * redaction, and acknowledges it only after it is durable. Signatures are verified when the chain is verified,
+ * not here: ingestion keeps only the checks that cost no cryptography. An unsigned event, or one under a key
+ * not trusted for the role that owns it, is stored as refused (under an id of its own), listed with the
+ * rejected messages and raised as an alert.
  */
 export function auditHandler(deps: { store: AuditStore; tools: ToolLookup; keys: TrustedKeys; logger: Logger }): EventHandler {
   return async (event: ToolgateEvent, delivery: Delivery): Promise<Disposition> => {
     const stored = redactEvent(event, deps.tools);
-    const trust = signatureVerdict(deps.keys, event, stored !== event);
+    const trust = signatureVerdict(deps.keys, event, delivery.data);
     if (!trust.ok) {
       deps.logger.error(
         {

@@ -4,7 +4,6 @@ import type { Delivery, EventBus, PublishReceipt } from "@toolgate/bus";
 import {
   canonicalHash,
   decisionSigner,
-  decisionVerifier,
   newCallId,
   newRunId,
   nextCallEvent,
@@ -49,9 +48,8 @@ const status: ToolContractInput = {
   retry: undefined,
 };
 
-const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+const { privateKey } = generateKeyPairSync("ed25519");
 const signer = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
-const verifier = decisionVerifier([publicKey.export({ type: "spki", format: "pem" }).toString()]);
 const registry = ToolRegistry.from([write, status]);
 const write_ = registry.get("create_ticket")!;
 const read_ = registry.get("ticket_status")!;
@@ -88,7 +86,7 @@ function authorized(
 }
 
 function delivery(deliveryCount = 1): Delivery {
-  return { subject: "s", streamSeq: 1, deliveryCount, maxDeliver: -1, working: () => undefined };
+  return { subject: "s", streamSeq: 1, deliveryCount, maxDeliver: -1, data: new Uint8Array(), working: () => undefined };
 }
 
 /** A store whose claim answers are scripted and whose writes are recorded. */
@@ -160,7 +158,6 @@ function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals:
     invoker,
     store,
     operations,
-    verifier,
     // Unless a test passes a ledger, no decision carries an approval and no contract requires one: it is never read.
     approvals,
     evidence: collection as unknown as Collection<EvidenceRecord>,

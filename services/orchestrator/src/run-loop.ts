@@ -85,9 +85,10 @@ export class RunLoop {
       now,
     });
     this.#outcomes = new CallOutcomes({ store, bus, contracts, scheduler, waiters: deps.waiters, state, player: this.#player, logger, now });
-    // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery.
+    // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery
+    // (read back with lastEvent, which verified its signature).
     const attach = (event: ToolgateEvent) =>
-      this.#outcomes.onTerminal(event, { subject: "", streamSeq: 0, deliveryCount: 1, maxDeliver: 1, working: () => undefined });
+      this.#outcomes.onTerminal(event, { subject: "", streamSeq: 0, deliveryCount: 1, maxDeliver: 1, data: new Uint8Array(), working: () => undefined });
     const orphans = new OrphanSweep({
       store,
       scheduler,
