@@ -213,15 +213,14 @@ describe("signed decisions", () => {
     const args = save("task_forged", "forged claim");
     const mallory = generateKeyPairSync("ed25519");
     const otherKey = decisionSigner(mallory.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
-    const cases = [
-      { expect: "unknown_key", ...authorizedEvent(args, otherKey) },
-      { expect: "bad_signature", ...authorizedEvent(args, stack.policySigner, (d) => ({ ...d, context: { task_id: "task_other" } })) },
-    ];
+    // A decision changed after policy signed it is refused before the executor sees it: the event's own signature
+    // covers the decision, and an unsealed or altered event never reaches a handler (bus-forgery.e2e).
+    const cases = [{ expect: "unknown_key", ...authorizedEvent(args, otherKey) }];
     const unbound = authorizedEvent(args, stack.policySigner);
     unbound.event.payload.arguments = { ...args, claim: "something else" };
     cases.push({ expect: "arguments_not_bound", ...unbound });
-    // Sealed with policy's event key (as a compromised or buggy policy replica could): the executor's own check of
-    // the decision is the line of defence under test here; an unsealed forgery never reaches it (bus-forgery.e2e).
+    // Sealed with policy's event key (as a buggy policy replica could): the executor's own binding of the decision
+    // to the key that signed the event, the call and the arguments is the line of defence under test here.
     for (const c of cases)
       await jetstream(nc).publish(`${stack.name}.call.${c.callId}.authorized`, JSON.stringify(stack.signers.policy.seal(c.event as never)));
     for (const c of cases) {

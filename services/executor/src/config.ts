@@ -44,7 +44,7 @@ const ExecutorEnvSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,63}$/)
     .default("toolgate_tools"),
-  /** More Ed25519 public keys of the policy service's decisions (PEM or base64 DER), comma-separated; TOOLGATE_TRUSTED_KEYS' policy keys are trusted too. */
+  /** More Ed25519 public keys of the policy service (PEM or base64 DER), comma-separated: trusted like TOOLGATE_TRUSTED_KEYS' policy keys. */
   POLICY_VERIFY_KEYS: z
     .string()
     .min(40)

@@ -8,7 +8,6 @@ import {
   success,
   type CallEventOf,
   type CallEventOrigin,
-  type DecisionVerifier,
   type ResultEnvelope,
   type ToolgateEvent,
 } from "@toolgate/contracts";
@@ -59,7 +58,6 @@ export interface ExecutorDeps {
   invoker: ToolInvoker;
   store: IdempotencyStore;
   operations: OperationTracker;
-  verifier: DecisionVerifier;
   /** Human approvals: consumed once, by the presentation that runs the approved plan. */
   approvals: ApprovalLedger;
   evidence: Collection<EvidenceRecord>;
@@ -84,11 +82,15 @@ type Authorized = CallEventOf<"authorized">;
 const BUSY_RECHECK_MS = 200;
 type Owned = Extract<ClaimOutcome, { kind: "claimed" | "taken_over" }>;
 
-/** Why an authorization is refused before anything runs. */
-function refusal(event: Authorized, verifier: DecisionVerifier): CallEventOf<"refused">["payload"]["reason"] | undefined {
-  const { decision, signature, arguments: args } = event.payload;
-  const signatureProblem = verifier.check(decision, signature);
-  if (signatureProblem) return signatureProblem;
+/**
+ * Why an authorization is refused before anything runs. The bus delivered it only because a policy key signed
+ * the event's exact bytes, decision included: verifying the decision's own signature again would check the same
+ * key's word twice. The decision must name the key that signed the event, so one minted under another key (or
+ * copied from another authorization) is still refused.
+ */
+function refusal(event: Authorized): CallEventOf<"refused">["payload"]["reason"] | undefined {
+  const { decision, arguments: args } = event.payload;
+  if (event.sig && event.sig.key_id !== decision.key_id) return "unknown_key";
   if (decision.call_id !== event.call_id || decision.run_id !== event.run_id) return "decision_for_another_call";
   if (event.tool && event.tool.hash !== decision.tool.hash) return "envelope_tool_mismatch";
   if (canonicalHash(args) !== decision.args_hash) return "arguments_not_bound";
@@ -96,7 +98,7 @@ function refusal(event: Authorized, verifier: DecisionVerifier): CallEventOf<"re
 }
 
 const REFUSAL_DETAIL: Record<CallEventOf<"refused">["payload"]["reason"], string> = {
-  unknown_key: "the decision is signed by a key this executor does not trust",
+  unknown_key: "the decision names a key other than the one that signed its authorization",
   bad_signature: "the decision's signature does not verify",
   decision_for_another_call: "the decision was issued for another call",
   envelope_tool_mismatch: "the event names another contract than the decision",
@@ -141,7 +143,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     const origin = originOf(event);
     const s = event.seq;
     const callId = event.call_id;
-    const reason = refusal(event, deps.verifier);
+    const reason = refusal(event);
     if (reason) {
       log.warn({ call_id: callId, reason, stream_seq: delivery.streamSeq }, "authorization refused");
       // Nothing runs. The call still ends (its caller, and any lock held for it, must not wait forever).

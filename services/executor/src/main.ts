@@ -1,5 +1,4 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
-import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
 import { connectContractCatalog, connectInfrastructure, loadTrust, runService } from "@toolgate/service-runtime";
 import { MongoIdempotencyStore } from "@toolgate/storage";
@@ -21,9 +20,13 @@ await runService({
   async start({ logger, stats }) {
     const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
-    const trust = loadTrust("executor", config);
+    // POLICY_VERIFY_KEYS are policy keys too: the bus checks each authorization's signature, decision included.
+    const trusted = config.TOOLGATE_TRUSTED_KEYS;
+    const trust = loadTrust("executor", {
+      ...config,
+      TOOLGATE_TRUSTED_KEYS: { ...trusted, policy: [...(trusted?.policy ?? []), ...config.POLICY_VERIFY_KEYS] },
+    });
     logger.info(trust.summary, "signing keys");
-    const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS, trust.keys);
     const infra = await connectInfrastructure("executor", config, { logger, stats, trust });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
     const shutdown = new AbortController();
@@ -126,7 +129,6 @@ await runService({
         invoker,
         store: keys,
         operations: tracker,
-        verifier,
         approvals: new MongoApprovalStore(infra.db),
         evidence,
         deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
