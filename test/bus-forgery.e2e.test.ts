@@ -131,7 +131,7 @@ describe("forged transitions on the bus", () => {
         .process("policy")
         .logs()
         .filter((l) => l.subject === subject)
-        .every((l) => l.msg === "message rejected"),
+        .every((l) => l.msg === "message rejected" || l.alert === "untrusted_event"),
     ).toBe(true);
     expect((await callEvents(stack, callId)).every((e) => e.type === "proposed")).toBe(true);
     expect(await evidence({ task_id: "task_other" })).toBe(0);
@@ -237,6 +237,13 @@ describe("forged transitions on the bus", () => {
     // Claims the policy key's id with a signature that key never made, on envelope and decision alike.
     await forge({ ...authorized, sig: { key_id: stack.signers.policy.keyId, value: "A".repeat(86) } });
     await refusedBy("executor-1", `${stack.name}.call.${callId}.authorized`);
+    // The executor verified it (audit only will when asked) and raised the alert.
+    expect(
+      stack
+        .process("executor-1")
+        .logs()
+        .some((l) => l.alert === "untrusted_event" && l.event_id === authorized.id && String(l.detail).startsWith("bad_signature")),
+    ).toBe(true);
     expect((await stack.api<{ status: string }>("GET", `/v1/tool-calls/${callId}`)).body.status).toBe("pending");
     expect(await approvalState(callId)).toBe("pending");
     expect(await evidence({ task_id: "task_authorized" })).toBe(0);

@@ -454,7 +454,22 @@ export class NatsEventBus implements EventBus {
     const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
     if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
     const untrusted = this.#untrusted(parsed.event, msg.data);
-    if (untrusted) return this.#reject(msg, spec, untrusted, onRejected);
+    if (untrusted) {
+      // The consumer is where a forgery's signature is first verified (audit verifies when asked): raise it here.
+      this.#log.error(
+        {
+          alert: "untrusted_event",
+          consumer: spec.name,
+          event_id: parsed.event.id,
+          type: parsed.event.type,
+          subject: msg.subject,
+          stream_seq: msg.seq,
+          detail: untrusted.detail,
+        },
+        "ALERT: an event not signed by the service that owns it was refused",
+      );
+      return this.#reject(msg, spec, untrusted, onRejected);
+    }
     const event = parsed.event;
     if (!this.#options.traceSpans) {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
