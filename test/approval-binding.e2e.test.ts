@@ -86,12 +86,8 @@ async function presentTampered(
     args_hash: decision.args_hash,
     payload: { decision, signature: stack.policySigner.sign(decision), arguments: "__ARGS__" },
   };
-  // Sealed with policy's event key too, over the arguments as the executor will parse them from `raw`.
-  const sealed = stack.signers.policy.seal({
-    ...event,
-    payload: { ...event.payload, arguments: JSON.parse(raw ?? JSON.stringify(args)) as Record<string, unknown> },
-  } as never) as typeof event;
-  const text = JSON.stringify({ ...sealed, payload: { ...sealed.payload, arguments: "__ARGS__" } }).replace('"__ARGS__"', raw ?? JSON.stringify(args));
+  // Sealed with policy's event key too, over these exact bytes (the arguments spelled as `raw`).
+  const text = stack.signers.policy.sealJson(JSON.stringify(event).replace('"__ARGS__"', raw ?? JSON.stringify(args)));
   await jetstream(nc).publish(`${stack.name}.call.${call.callId}.authorized`, text);
 }
 

@@ -33,6 +33,7 @@ describe("event signatures", () => {
     // The wire text is the event's own JSON text with the signature appended: no canonical form is computed.
     const text = signers.orchestrator.sealText(event);
     expect(text).toBe(JSON.stringify(sealed));
+    expect(signers.orchestrator.sealJson(JSON.stringify(event))).toBe(text);
     expect(text.startsWith(JSON.stringify(event).slice(0, -1))).toBe(true);
     const bytes = new TextEncoder().encode(text);
     const parsed = parseEvent(bytes, 1 << 20);

@@ -52,6 +52,8 @@ export interface EventSigner {
    * UTF-8 bytes of the text before it was appended (see {@link signedBytes}). Nothing is canonicalized.
    */
   sealText(event: ToolgateEvent): string;
+  /** `json` (an event's JSON text, without `sig`) sealed as it is, byte for byte: the same form as {@link sealText}. */
+  sealJson(json: string): string;
   /** `event` with `sig` set as its last member: `JSON.stringify` of the result is {@link sealText}'s text. */
   seal<E extends ToolgateEvent>(event: E): E;
   /** Base64url Ed25519 signature over `bytes` (used for policy's decisions). */
@@ -194,13 +196,12 @@ export function eventSigner(role: SignerRole, privateKey: KeyObject | string): E
     .update(key.export({ type: "pkcs8", format: "der" }))
     .digest();
   const signText = (text: string): string => sign(null, createHash("sha256").update(text, "utf8").digest(), key).toString("base64url");
+  const sealJson = (text: string): string => `${text.slice(0, -1)},"sig":{"key_id":"${keyId}","value":"${signText(text)}"}}`;
   return {
     keyId,
     role,
-    sealText(event) {
-      const text = unsignedText(event);
-      return `${text.slice(0, -1)},"sig":{"key_id":"${keyId}","value":"${signText(text)}"}}`;
-    },
+    sealText: (event) => sealJson(unsignedText(event)),
+    sealJson,
     seal(event) {
       const { sig: _sig, ...unsigned } = event;
       return { ...unsigned, sig: { key_id: keyId, value: signText(JSON.stringify(unsigned)) } } as typeof event;
