@@ -1,8 +1,8 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { jetstream } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { eventId, type Decision } from "@toolgate/contracts";
+import { eventId, subjectCatalogue, type Decision } from "@toolgate/contracts";
 import { REPO_ROOT, Stack, callEvents, resultOf, testInfra, waitForCallEvents, type AuditedEvent, type CallResult, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -156,9 +156,11 @@ describe("approvals", () => {
   });
 
   it("the same approval replayed onto NATS is refused (APPROVAL_CONSUMED, audited) and nothing runs again", async () => {
-    const authorized = (await callEvents(stack, approvedCall)).find((e) => e.type === "authorized")!;
-    // A byte-for-byte copy published again, past the stream's duplicate detection.
-    await jetstream(nc).publish(`${stack.name}.call.${approvedCall}.authorized`, JSON.stringify(authorized), { msgID: `replay-${approvedCall}` });
+    // A byte-for-byte copy of the message on the stream (its signature verifies), published again past the
+    // stream's duplicate detection.
+    const subject = `${stack.name}.call.${approvedCall}.authorized`;
+    const stored = await (await jetstreamManager(nc)).streams.getMessage(subjectCatalogue(stack.name).stream, { last_by_subj: subject });
+    await jetstream(nc).publish(subject, stored!.data, { msgID: `replay-${approvedCall}` });
     const events = await waitForCallEvents(stack, approvedCall, (es) => es.some((e) => e.type === "refused"), { description: "the replay's refusal" });
     const refused = events.find((e) => e.type === "refused")!;
     expect(refused.payload.reason).toBe("approval_invalid");
