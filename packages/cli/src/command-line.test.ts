@@ -11,6 +11,8 @@ describe("parseCommandLine", () => {
     });
     expect(parseCommandLine(["audit", "run_1", "--verify"])).toMatchObject({ kind: "run", command: { name: "audit" }, args: ["run_1"] });
     expect(parseCommandLine(["approvals"])).toMatchObject({ kind: "run", command: { name: "approvals list" } });
+    expect(parseCommandLine(["keys", "--role", "policy"])).toMatchObject({ kind: "run", command: { name: "keys" }, options: { role: "policy" } });
+    expect(() => parseCommandLine(["keys", "policy"])).toThrow(/keys: unexpected argument "policy"/);
   });
 
   it("answers --help anywhere, for the command it follows", () => {
