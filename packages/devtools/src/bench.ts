@@ -345,7 +345,11 @@ function renameDatabases(counters: Record<string, Record<string, number>>, stack
 }
 
 function renamePath(path: PathSummary, stack: string): PathSummary {
-  return { ...path, steps: path.steps.map((s) => ({ ...s, commands: s.commands.map((c) => c.replaceAll(`${stack}_`, "")) })) };
+  const bare = (name: string): string => name.replaceAll(`${stack}_`, "");
+  return {
+    ...path,
+    steps: path.steps.map((s) => ({ ...s, commands: s.commands.map(bare), segments: s.segments.map((g) => ({ ...g, name: bare(g.name) })) })),
+  };
 }
 
 /** The median of one number over the runs, for every key any run reported. */
@@ -386,8 +390,12 @@ function report(runs: RunFigures[]): void {
       const db =
         step.commands.length === 0
           ? ""
-          : `  of which ${fmt(step.databaseUs, 0)} in ${step.sequential} sequential db round trip(s): ${step.commands.join(", ")}`;
+          : `  of which ${fmt(step.databaseUs, 0)} in ${step.sequential} sequential db round trip(s)${step.ledger > 0 ? ` and ${step.ledger} ledger claim(s)` : ""}: ${step.commands.join(", ")}`;
       console.log(`  ${step.name.padEnd(36)} ${fmt(step.medianUs, 0).padStart(7)}${db}`);
+      if (step.commands.length > 0) {
+        const parts = step.segments.map((s) => `${fmt(s.medianUs, 0)} ${s.name === "work" ? "work" : s.name.replace(/^db\./, "")}`);
+        console.log(`  ${"".padEnd(36)}         = ${parts.join(" + ")}  (medians)`);
+      }
     }
     const seq = median(runs.map((r) => r.path?.sequential.runtime.median ?? Number.NaN));
     const seqMax = Math.max(...runs.map((r) => r.path?.sequential.runtime.max ?? Number.NaN));

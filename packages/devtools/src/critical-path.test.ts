@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { busyTime, criticalPath, roundTrips, summarizePaths } from "./critical-path.js";
+import { busyTime, criticalPath, roundTrips, segmentsOf, summarizePaths } from "./critical-path.js";
 
 describe("roundTrips", () => {
   it("counts overlapping commands once and back-to-back ones each", () => {
@@ -42,6 +42,7 @@ describe("criticalPath", () => {
     ],
     executor: [
       ["in", `${id}:authorized:1`, 350, 890],
+      ["js", "js.claim.rt_HOST_CALLS", 352, 358],
       ["db", "db.insert.rt.idempotency_keys", 360, 500],
       ["db", "db.insert.tools.effects", 510, 600],
       ["db", "db.insert.rt.idempotency_keys_steps", 610, 800],
@@ -63,10 +64,48 @@ describe("criticalPath", () => {
     // Written behind: the call record and the attach end after the steps they started in.
     expect(steps[0]!.commands).toEqual([]);
     expect(steps[6]!.commands).toEqual([]);
-    expect(steps[4]!.commands.map((c) => c.name)).toEqual(["db.insert.rt.idempotency_keys", "db.insert.tools.effects", "db.insert.rt.idempotency_keys_steps"]);
+    expect(steps[4]!.commands.map((c) => c.name)).toEqual([
+      "js.claim.rt_HOST_CALLS",
+      "db.insert.rt.idempotency_keys",
+      "db.insert.tools.effects",
+      "db.insert.rt.idempotency_keys_steps",
+    ]);
     const summary = summarizePaths([steps], (c) => (c.includes(".tools.") ? "tool" : "runtime"))!;
     expect(summary.sequential).toEqual({ runtime: { median: 2, max: 2 }, tool: { median: 1, max: 1 } });
-    expect(summary.steps[4]).toMatchObject({ sequential: 3, databaseUs: 140 + 90 + 190 });
+    // The ledger claim is waited for, but it is no database round trip.
+    expect(summary.steps[4]).toMatchObject({ sequential: 3, databaseUs: 140 + 90 + 190, ledger: 1 });
+    // The executor's step cut at its commands: the work around them adds up with them to the step.
+    expect(summary.steps[4]!.segments).toEqual([
+      { name: "work", medianUs: 2 },
+      { name: "js.claim.rt_HOST_CALLS", medianUs: 6 },
+      { name: "work", medianUs: 2 },
+      { name: "db.insert.rt.idempotency_keys", medianUs: 140 },
+      { name: "work", medianUs: 10 },
+      { name: "db.insert.tools.effects", medianUs: 90 },
+      { name: "work", medianUs: 10 },
+      { name: "db.insert.rt.idempotency_keys_steps", medianUs: 190 },
+      { name: "work", medianUs: 20 },
+    ]);
+    expect(summary.steps[1]!.segments).toEqual([{ name: "work", medianUs: 100 }]);
+  });
+
+  it("counts an overlapping command only for the part after the previous one", () => {
+    const step = {
+      name: "s",
+      startUs: 0,
+      durationUs: 100,
+      commands: [
+        { name: "a", startUs: 10, endUs: 50 },
+        { name: "b", startUs: 30, endUs: 70 },
+      ],
+    };
+    expect(segmentsOf(step, 0)).toEqual([
+      { name: "work", us: 10 },
+      { name: "a", us: 40 },
+      { name: "work", us: 0 },
+      { name: "b", us: 20 },
+      { name: "work", us: 30 },
+    ]);
   });
 
   it("gives up on a call whose spans are missing", () => {

@@ -13,8 +13,13 @@ export interface ClientCall {
 export interface Step {
   /** `orchestrator: request → proposed`, `bus: proposed → policy`, … */
   name: string;
+  /** When the step began (µs since the epoch). */
+  startUs: number;
   durationUs: number;
-  /** Database commands that ran entirely inside this step, in start order (a service step only). */
+  /**
+   * Database commands (`db.…`) and ledger claims (`js.claim.…`) that ran entirely inside this step, in start
+   * order (a service step only).
+   */
   commands: { name: string; startUs: number; endUs: number }[];
 }
 
@@ -40,10 +45,11 @@ export function criticalPath(call: ClientCall, traces: { orchestrator: TraceEntr
   const completedIn = find(traces.orchestrator, "in", "completed");
   if (!proposedOut || !proposedIn || !authorizedOut || !authorizedIn || !completedOut || !completedIn) return undefined;
   const work = (name: string, trace: TraceEntry[], from: number, to: number): Step => {
-    const inside = trace.filter((e) => e[0] === "db" && e[2] >= from && e[3] <= to).sort((a, b) => a[2] - b[2]);
-    return { name, durationUs: to - from, commands: inside.map((e) => ({ name: e[1], startUs: e[2], endUs: e[3] })) };
+    // Database commands and ledger claims (JetStream compare-and-set publishes) the step waited for.
+    const inside = trace.filter((e) => (e[0] === "db" || e[0] === "js") && e[2] >= from && e[3] <= to).sort((a, b) => a[2] - b[2]);
+    return { name, startUs: from, durationUs: to - from, commands: inside.map((e) => ({ name: e[1], startUs: e[2], endUs: e[3] })) };
   };
-  const hop = (name: string, from: number, to: number): Step => ({ name, durationUs: to - from, commands: [] });
+  const hop = (name: string, from: number, to: number): Step => ({ name, startUs: from, durationUs: to - from, commands: [] });
   return [
     work("orchestrator: request → proposed", traces.orchestrator, call.startUs, proposedOut[2]),
     hop("bus: proposed → policy", proposedOut[2], proposedIn[2]),
@@ -77,11 +83,44 @@ export function busyTime(commands: readonly { startUs: number; endUs: number }[]
   return busy;
 }
 
+/** A database command, not a ledger claim. */
+function isDatabase(command: { name: string }): boolean {
+  return !command.name.startsWith("js.");
+}
+
+/** A stretch of a step: the service working (or waiting on anything but its database), or one database command. */
+export interface Segment {
+  /** `work`, or the command's name. */
+  name: string;
+  medianUs: number;
+}
+
+/**
+ * A step cut at its database commands, in order: work before the first, each command, the work between, the
+ * work after the last. A command that overlaps the previous one counts only for the part after it, so the
+ * segments add up to the step's duration.
+ */
+export function segmentsOf(step: Step, fromUs: number): { name: string; us: number }[] {
+  const out: { name: string; us: number }[] = [];
+  let at = fromUs;
+  for (const c of [...step.commands].sort((a, b) => a.startUs - b.startUs)) {
+    out.push({ name: "work", us: Math.max(0, c.startUs - at) });
+    const end = Math.max(at, c.endUs);
+    out.push({ name: c.name, us: end - Math.max(at, c.startUs) });
+    at = end;
+  }
+  out.push({ name: "work", us: Math.max(0, fromUs + step.durationUs - at) });
+  return out;
+}
+
 /** The median critical path of many calls: per step the median duration and the most common commands. */
 export interface PathSummary {
   calls: number;
-  /** Per step: median duration, the usual commands, how many round trips they took, and the median time spent in them. */
-  steps: { name: string; medianUs: number; commands: string[]; sequential: number; databaseUs: number }[];
+  /**
+   * Per step: median duration, the usual commands, how many database round trips they took and the median time
+   * spent in them, and how many ledger claims (JetStream compare-and-set publishes) it waited for one after another.
+   */
+  steps: { name: string; medianUs: number; commands: string[]; sequential: number; databaseUs: number; ledger: number; segments: Segment[] }[];
   /** Median and worst number of sequential database round trips per call, the runtime's and the tool's own apart. */
   sequential: Record<"runtime" | "tool", { median: number; max: number }>;
 }
@@ -99,16 +138,21 @@ export function summarizePaths(paths: readonly Step[][], owner: CommandOwner): P
       lists.set(key, (lists.get(key) ?? 0) + 1);
     }
     const common = [...lists].sort((a, b) => b[1] - a[1])[0]![0];
+    // Segments are comparable only between calls whose step ran the same commands: the common ones.
+    const alike = all.filter((s) => s.commands.map((c) => c.name).join(" ") === common).map((s) => segmentsOf(s, s.startUs));
+    const segments = alike[0]!.map((seg, j) => ({ name: seg.name, medianUs: median(alike.map((a) => a[j]!.us)) }));
     return {
       name: step.name,
       medianUs: median(all.map((s) => s.durationUs)),
       commands: common === "" ? [] : common.split(" "),
-      sequential: median(all.map((s) => roundTrips(s.commands))),
-      databaseUs: median(all.map((s) => busyTime(s.commands))),
+      sequential: median(all.map((s) => roundTrips(s.commands.filter(isDatabase)))),
+      databaseUs: median(all.map((s) => busyTime(s.commands.filter(isDatabase)))),
+      ledger: median(all.map((s) => roundTrips(s.commands.filter((c) => !isDatabase(c))))),
+      segments,
     };
   });
   const perCall = (who: "runtime" | "tool"): { median: number; max: number } => {
-    const counts = paths.map((p) => p.reduce((sum, s) => sum + roundTrips(s.commands.filter((c) => owner(c.name) === who)), 0));
+    const counts = paths.map((p) => p.reduce((sum, s) => sum + roundTrips(s.commands.filter((c) => isDatabase(c) && owner(c.name) === who)), 0));
     return { median: median(counts), max: Math.max(...counts) };
   };
   return { calls: paths.length, steps, sequential: { runtime: perCall("runtime"), tool: perCall("tool") } };

@@ -1,9 +1,10 @@
 /**
  * What one span of work in a service looked like on the wall clock: a database command, a message handled
- * (`in`: delivered → handler done) or a publish (`out`: sent → acknowledged). Times are microseconds since the
- * Unix epoch, so spans of different processes on one machine can be laid side by side.
+ * (`in`: delivered → handler done), a publish (`out`: sent → acknowledged) or a write to a JetStream ledger
+ * (`js`: a claim, sent → acknowledged). Times are microseconds since the Unix epoch, so spans of different
+ * processes on one machine can be laid side by side.
  */
-export type TraceEntry = [kind: "db" | "in" | "out", name: string, startUs: number, endUs: number];
+export type TraceEntry = [kind: "db" | "in" | "out" | "js", name: string, startUs: number, endUs: number];
 
 /** A copy of a process's counters, and the trace entries recorded since the last snapshot. */
 export interface StatsSnapshot {

@@ -15,8 +15,8 @@ export type LogLine = Record<string, unknown> & { msg?: string; level?: string }
 /** What a service reports about itself on SIGUSR2 (see `RuntimeStats` in the telemetry package). */
 export interface ServiceStats {
   counters: Record<string, number>;
-  /** `[kind, name, startUs, endUs]`: database commands (`db`), messages handled (`in`), publishes (`out`). */
-  trace: ["db" | "in" | "out", string, number, number][];
+  /** `[kind, name, startUs, endUs]`: database commands (`db`), messages handled (`in`), publishes (`out`), ledger claims (`js`). */
+  trace: ["db" | "in" | "out" | "js", string, number, number][];
   /** The process's CPU time so far, in microseconds. */
   cpu: { user: number; system: number };
 }

@@ -1,4 +1,4 @@
-import type { EventBus } from "@toolgate/bus";
+import type { ClaimLedger, EventBus } from "@toolgate/bus";
 import { runEvent, type CallId, type Principal, type ResultEnvelope, type RunContext, type RunId } from "@toolgate/contracts";
 import type { ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
@@ -33,6 +33,8 @@ export type BeforePublish = (callIds: CallId[], ended?: ReadonlyMap<CallId, Resu
 export interface HostCallsDeps {
   store: RunStore;
   bus: EventBus;
+  /** Where provider call ids are claimed (see {@link HostCallKeys}). */
+  ledger: ClaimLedger;
   contracts: { registry(): ToolRegistry };
   scheduler: CallScheduler;
   state: LoopState;
@@ -53,7 +55,7 @@ export class HostCalls {
 
   constructor(deps: HostCallsDeps) {
     this.#deps = deps;
-    this.#keys = new HostCallKeys(deps.store.hostCallKeys);
+    this.#keys = new HostCallKeys(deps.ledger, deps.store.hostCallKeys);
   }
 
   /**
@@ -118,6 +120,7 @@ export class HostCalls {
     const records = minted.map((record, i) => {
       const claim = claims[i]!;
       if (claim.kind === "claimed") return record;
+      if (claim.kind === "unreadable") throw new HostCallConflictError(record.provider_call_id, undefined);
       if (claim.key.tool_name !== record.tool_name || claim.key.signature !== record.signature) {
         throw new HostCallConflictError(record.provider_call_id, claim.key.call_id);
       }

@@ -159,7 +159,7 @@ export function orchestratorApi(deps: {
     if (error instanceof RunRequestError)
       return { status: error.code === "RUN_NOT_FOUND" ? 404 : 400, body: { error: { code: error.code, message: error.message } } };
     if (error instanceof HostCallConflictError) {
-      return { status: 422, body: { error: { code: error.code, message: error.message, details: { call_id: error.callId } } } };
+      return { status: 422, body: { error: { code: error.code, message: error.message, details: { call_id: error.callId ?? null } } } };
     }
     return undefined;
   };

@@ -1,3 +1,4 @@
+import { ClaimLedger } from "@toolgate/bus";
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -63,6 +64,14 @@ await runService({
     });
     const store = new RunStore(infra.db);
     await store.ensureIndexes();
+    // Provider call ids are claimed on a JetStream ledger next to the events (see HostCallKeys).
+    const ledger = await ClaimLedger.open(infra.bus, {
+      stream: `${infra.subjects.stream.replace(/_EVENTS$/, "")}_HOST_CALLS`,
+      subjectPrefix: `${infra.subjects.prefix}.host_calls`,
+      replicas: config.STREAM_REPLICAS,
+      maxValueBytes: 16 * 1024,
+      stats,
+    });
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
     const runWaiters = new RunWaiters({ bus: infra.bus, subjects: infra.subjects });
     const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
@@ -71,6 +80,7 @@ await runService({
     const loop = new RunLoop({
       store,
       bus: infra.bus,
+      ledger,
       contracts,
       scheduler,
       models,

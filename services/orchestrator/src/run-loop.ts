@@ -1,4 +1,4 @@
-import type { EventBus, EventHandler } from "@toolgate/bus";
+import type { ClaimLedger, EventBus, EventHandler } from "@toolgate/bus";
 import { newRunId, runEvent, type CallId, type Principal, type RunContext, type RunId, type ToolgateEvent } from "@toolgate/contracts";
 import type { ModelAdapter, ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
@@ -21,6 +21,8 @@ export { RunRequestError } from "./proposals.js";
 export interface RunLoopDeps {
   store: RunStore;
   bus: EventBus;
+  /** Where a host's provider call ids are claimed. */
+  ledger: ClaimLedger;
   /** The contracts in force now (the catalog: new versions arrive while running). */
   contracts: { registry(): ToolRegistry };
   scheduler: CallScheduler;
@@ -77,6 +79,7 @@ export class RunLoop {
     this.#host = new HostCalls({
       store,
       bus,
+      ledger: deps.ledger,
       contracts,
       scheduler,
       state,

@@ -180,7 +180,7 @@ export class RunStore {
   readonly results: Collection<StoredResult>;
   readonly steps: Collection<RunStep>;
   readonly approvalWaits: Collection<ApprovalWait>;
-  /** Host calls by their provider call id, per run (see HostCallKeys). */
+  /** Provider call ids claimed by releases that kept them here, read for runs older than the ledger (see HostCallKeys). */
   readonly hostCallKeys: Collection<HostCallKey>;
   readonly #stepInserts: InsertBatcher<RunStep>;
   readonly #callInserts: InsertBatcher<CallRecord>;
