@@ -12,6 +12,8 @@ ENV NODE_ENV=production
 RUN npm install -g pnpm@12.4.2
 # Manifests first: production dependencies only, from the same lockfile.
 COPY --from=build /app/package.json /app/pnpm-lock.yaml /app/pnpm-workspace.yaml ./
+# Patches the lockfile applies to dependencies (see patches/README.md).
+COPY --from=build /app/patches ./patches
 COPY --from=build /app/packages ./packages
 COPY --from=build /app/services ./services
 COPY --from=build /app/test/package.json ./test/package.json

@@ -48,7 +48,7 @@ describe("criticalPath", () => {
       ["db", "db.insert.rt.idempotency_keys_steps", 610, 800],
       ["out", `${id}:completed:1`, 820, 880],
     ],
-  } satisfies Record<string, ["db" | "in" | "out", string, number, number][]>;
+  } satisfies Record<string, ["db" | "in" | "out" | "js", string, number, number][]>;
 
   it("follows one call through the services and counts the commands each step waited for", () => {
     const steps = criticalPath({ callId: id, startUs: 0, endUs: 1_000 }, traces)!;
