@@ -291,7 +291,10 @@ describe("MongoIdempotencyStore", () => {
     const stores = Array.from({ length: 8 }, () => new MongoIdempotencyStore(db, { collection, now: () => clock.now, minRetentionMs: 0 }));
     const outcomes = await Promise.all(stores.map((s, i) => s.claim(request(key, `executor-${i}`))));
     const claimed = outcomes.filter((o) => o.kind === "claimed");
-    expect(claimed).toEqual([{ kind: "claimed", attempt: 2, firstClaimAt: t0 }]);
+    // The winner learns how attempt 1 ended, as its retry_scheduled said: the trace it publishes again first.
+    expect(claimed).toEqual([
+      { kind: "claimed", attempt: 2, firstClaimAt: t0, retried: [{ attempt: 1, code: "UPSTREAM_UNAVAILABLE", at: t0, notBefore: t0 + 2_000 }] },
+    ]);
     expect(outcomes.filter((o) => o.kind === "busy")).toHaveLength(7);
     const winner = outcomes.findIndex((o) => o.kind === "claimed");
 
@@ -321,6 +324,7 @@ describe("MongoIdempotencyStore", () => {
       previousOwner: "executor-b",
       abandoned: 1,
       firstClaimAt: t0,
+      retried: [{ attempt: 1, code: "RATE_LIMITED", at: t0, notBefore: t0 }],
     });
     // The paused owner of attempt 2 wakes: fenced for completion, retry and renewal alike.
     expect(await b.complete(key, "executor-b", 2, success(req.callId, "zombie"))).toBe(false);

@@ -9,18 +9,31 @@ export type ClaimOutcome =
    * This executor owns `attempt` and may run the tool: attempt 1 of a new key, or the attempt that follows a
    * retryable failure (which had no effect). `firstClaimAt` is when attempt 1 was claimed (epoch ms).
    */
-  | { kind: "claimed"; attempt: number; firstClaimAt: number }
+  | { kind: "claimed"; attempt: number; firstClaimAt: number; retried?: RetriedAttempt[] }
   /**
    * A previous owner's lease expired before it completed: this executor now owns `attempt`; the effect may or
    * may not have happened. `abandoned` counts the attempts of this key that ended that way, this one included.
    */
-  | { kind: "taken_over"; attempt: number; previousOwner: string; abandoned: number; firstClaimAt: number }
+  | { kind: "taken_over"; attempt: number; previousOwner: string; abandoned: number; firstClaimAt: number; retried?: RetriedAttempt[] }
   /** The key completed earlier with the same arguments: replay the stored result. */
   | { kind: "replay"; result: ResultEnvelope; attempt: number }
   /** The key was used with different arguments. */
   | { kind: "conflict"; storedArgsHash: string }
   /** Another executor holds a live lease, or the next attempt may not start yet: try again after `retryAfterMs`. */
   | { kind: "busy"; retryAfterMs: number; owner: string };
+
+/**
+ * An earlier attempt of the key that ended in a retryable failure without effect (a `retry` step), as the store
+ * recorded it: what its `retry_scheduled` event says. Handed to the owner of a later attempt (present only when
+ * there was one), which publishes those events again before its own: an attempt whose own publish was lost (the
+ * stream had no leader, say) still leaves its trace. `at` is when the next attempt's not-before was fixed.
+ */
+export interface RetriedAttempt {
+  attempt: number;
+  code: string;
+  at: number;
+  notBefore: number;
+}
 
 export interface ClaimRequest {
   key: string;
@@ -97,8 +110,8 @@ export interface IdempotencyStep {
 }
 
 type KeyState =
-  | { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number; abandoned: number }
-  | { kind: "retry_wait"; attempt: number; owner: string; notBefore: number; abandoned: number }
+  | { kind: "in_flight"; attempt: number; owner: string; leaseUntil: number; abandoned: number; retried: RetriedAttempt[] }
+  | { kind: "retry_wait"; attempt: number; owner: string; notBefore: number; abandoned: number; retried: RetriedAttempt[] }
   | { kind: "done"; attempt: number; result: ResultEnvelope };
 
 /** Which document holds an attempt's owner and lease: the key (attempt 1), its takeover step, or its start step. */
@@ -116,6 +129,16 @@ interface Ownership {
 const MAX_CLAIM_ROUNDS = 5;
 const MAX_STEPS = 10_000;
 const MAX_CACHED_OWNERSHIPS = 10_000;
+
+/** The error code of a retry step's stored failure (what its `retry_scheduled` named). */
+function retryCode(resultJson: string | undefined): string {
+  try {
+    const result = JSON.parse(resultJson ?? "null") as { error?: { code?: unknown } } | null;
+    return typeof result?.error?.code === "string" ? result.error.code : "EXECUTION_ERROR";
+  } catch {
+    return "EXECUTION_ERROR";
+  }
+}
 
 function stepId(gen: string, n: number): string {
   return `${gen}:${n}`;
@@ -201,7 +224,7 @@ export class MongoIdempotencyStore implements IdempotencyStore {
         });
         if (started) {
           this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt: state.attempt, since: now, doc: "start" });
-          return { kind: "claimed", attempt: state.attempt, firstClaimAt };
+          return { kind: "claimed", attempt: state.attempt, firstClaimAt, retried: state.retried };
         }
         continue;
       }
@@ -222,7 +245,14 @@ export class MongoIdempotencyStore implements IdempotencyStore {
       });
       if (took) {
         this.#remember(request.key, { gen: key.gen, owner: request.owner, attempt, since: now, doc: "step" });
-        return { kind: "taken_over", attempt, previousOwner: state.owner, abandoned: state.abandoned + 1, firstClaimAt };
+        return {
+          kind: "taken_over",
+          attempt,
+          previousOwner: state.owner,
+          abandoned: state.abandoned + 1,
+          firstClaimAt,
+          ...(state.retried.length > 0 ? { retried: state.retried } : {}),
+        };
       }
     }
     return { kind: "busy", retryAfterMs: request.leaseMs, owner: "unknown" };
@@ -292,7 +322,8 @@ export class MongoIdempotencyStore implements IdempotencyStore {
   /** Where the key stands: the last step of its generation decides. */
   async #state(key: IdempotencyRecord): Promise<KeyState> {
     let abandoned = 0;
-    let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime(), abandoned };
+    const retried: RetriedAttempt[] = [];
+    let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime(), abandoned, retried };
     for (let n = 2; n < MAX_STEPS; n++) {
       const step = await this.#steps.findOne({ _id: stepId(key.gen, n) });
       if (!step) return state;
@@ -301,13 +332,15 @@ export class MongoIdempotencyStore implements IdempotencyStore {
           return { kind: "done", attempt: step.attempt, result: JSON.parse(step.result_json ?? "null") as ResultEnvelope };
         case "takeover":
           abandoned += 1;
-          state = { kind: "in_flight", attempt: n, owner: step.owner, leaseUntil: step.lease_until?.getTime() ?? 0, abandoned };
+          state = { kind: "in_flight", attempt: n, owner: step.owner, leaseUntil: step.lease_until?.getTime() ?? 0, abandoned, retried };
           break;
         case "retry": {
+          const notBefore = step.not_before?.getTime() ?? 0;
+          retried.push({ attempt: step.attempt, code: retryCode(step.result_json), at: step.at.getTime(), notBefore });
           const start = await this.#steps.findOne({ _id: startId(key.gen, n) });
           state = start
-            ? { kind: "in_flight", attempt: n, owner: start.owner, leaseUntil: start.lease_until?.getTime() ?? 0, abandoned }
-            : { kind: "retry_wait", attempt: n, owner: step.owner, notBefore: step.not_before?.getTime() ?? 0, abandoned };
+            ? { kind: "in_flight", attempt: n, owner: start.owner, leaseUntil: start.lease_until?.getTime() ?? 0, abandoned, retried }
+            : { kind: "retry_wait", attempt: n, owner: step.owner, notBefore, abandoned, retried };
           break;
         }
         case "start":

@@ -3,6 +3,7 @@ export {
   MongoIdempotencyStore,
   type IdempotencyStore,
   type ClaimOutcome,
+  type RetriedAttempt,
   type ClaimRequest,
   type IdempotencyRecord,
   type IdempotencyStep,

@@ -320,6 +320,41 @@ describe("the record of an attempt", () => {
     expect(h.published[0]).toMatchObject({ payload: { failed_attempt: 1, code: "UPSTREAM_UNAVAILABLE" } });
   });
 
+  it("publishes the retries of earlier attempts again before its own start: a lost retry_scheduled leaves no gap", async () => {
+    // Attempts 1 and 2 ended retryably; neither's retry_scheduled reached the stream (it had no leader).
+    const at = Date.now() - 5_000;
+    const retried = [
+      { attempt: 1, code: "UPSTREAM_UNAVAILABLE", at, notBefore: at + 100 },
+      { attempt: 2, code: "UPSTREAM_UNAVAILABLE", at: at + 200, notBefore: at + 400 },
+    ];
+    const h = harness(new ScriptedStore([{ kind: "claimed", attempt: 3, firstClaimAt: at, retried }]), ok);
+    const event = authorized();
+    expect(await h.handler(event, delivery(3))).toEqual({ kind: "ack" });
+    expect(h.types()).toEqual(["retry_scheduled:1", "retry_scheduled:2", "started:3", "completed:3"]);
+    // Under their original ids and sequence numbers, with what the store recorded: time + delay is the not-before.
+    expect(h.published.slice(0, 2)).toMatchObject([
+      { seq: event.seq + 2, attempt: 1, time: new Date(at).toISOString(), payload: { failed_attempt: 1, code: "UPSTREAM_UNAVAILABLE", delay_ms: 100 } },
+      { seq: event.seq + 4, attempt: 2, payload: { failed_attempt: 2, delay_ms: 200 } },
+    ]);
+    expect(h.published[2]).toMatchObject({ seq: event.seq + 5 });
+  });
+
+  it("does not run a write whose earlier attempts' trace cannot be published: that attempt ends without effect too", async () => {
+    const at = Date.now() - 1_000;
+    const store = new ScriptedStore([
+      { kind: "claimed", attempt: 2, firstClaimAt: at, retried: [{ attempt: 1, code: "UPSTREAM_UNAVAILABLE", at, notBefore: at + 50 }] },
+    ]);
+    const h = harness(store, ok, undefined, async (event, stored) => {
+      if (event.type === "retry_scheduled" && event.attempt === 1) throw new Error("publish not acknowledged");
+      return stored();
+    });
+    expect(await h.handler(authorized(), delivery(2))).toMatchObject({ kind: "retry" });
+    expect(h.runs()).toBe(0);
+    expect(store.retries).toEqual([expect.objectContaining({ attempt: 2 })]);
+    // Its own start went out alongside (in order, on one connection): the trail says it started and failed.
+    expect(h.types()).toEqual(["started:2", "retry_scheduled:2"]);
+  });
+
   it("keeps a read off that wait: the tool runs while its started event is still on its way", async () => {
     let acknowledge: () => void = () => undefined;
     const h = harness(

@@ -1,5 +1,5 @@
 import { verifyAndConsume, type ApprovalLedger } from "@toolgate/approvals";
-import { ACK, retryLater, terminate, type Delivery, type Disposition, type EventBus, type EventHandler } from "@toolgate/bus";
+import { ACK, retryLater, terminate, type Delivery, type Disposition, type EventBus, type EventHandler, type PublishReceipt } from "@toolgate/bus";
 import {
   canonicalHash,
   failure,
@@ -274,7 +274,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       // An attempt that may have an effect is on the record before it runs: an executor that dies inside the
       // tool leaves its `started` (executor id, attempt) in the stream. The one awaited publish of a write.
       try {
-        await deps.bus.publish(startedEvent);
+        await Promise.all([...traceEarlierRetries(event, claim), deps.bus.publish(startedEvent)]);
       } catch (error) {
         return notStarted(event, key, claim, delivery, error);
       }
@@ -282,7 +282,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     } else {
       // A read has no effect to account for: not awaited before it runs (pipelining); observed at once so a
       // failure cannot go unhandled.
-      started = deps.bus.publish(startedEvent).then(
+      started = Promise.all([...traceEarlierRetries(event, claim), deps.bus.publish(startedEvent)]).then(
         () => true,
         () => false,
       );
@@ -356,6 +356,29 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   }
 
   /**
+   * Publishes again the `retry_scheduled` of every earlier attempt of the key that ended in a retryable failure,
+   * as the store recorded it, before this attempt's own events: an attempt whose event was lost (the stream had no
+   * leader when its start, and then its retry, were published) still leaves its trace, in order. Each goes under
+   * its original event id: where the first publish landed, the stream (within its duplicate window) or audit
+   * (by event id) keeps the first. Nothing to do on the first attempt, and after a takeover without retries.
+   * The publishes are sent at once, in order, on the connection the attempt's own events follow on.
+   */
+  function traceEarlierRetries(event: Authorized, claim: Owned): Promise<PublishReceipt>[] {
+    const origin = originOf(event);
+    return (claim.retried ?? []).map((r) =>
+      deps.bus.publish(
+        nextCallEvent(
+          { ...origin, seq: event.seq + 2 * r.attempt - 1 },
+          "retry_scheduled",
+          "executor",
+          { failed_attempt: r.attempt, code: r.code, delay_ms: Math.max(0, r.notBefore - r.at) },
+          { attempt: r.attempt, time: new Date(r.at) },
+        ),
+      ),
+    );
+  }
+
+  /**
    * Ends an attempt of a writing tool whose `started` the stream did not acknowledge: the tool did not run, so
    * the attempt is a retryable failure without effect and the next delivery runs the next attempt.
    */
@@ -418,6 +441,10 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     durationMs: number,
     evidenceRef?: string,
   ): Promise<Disposition> {
+    // Best effort: the outcome of this attempt is what must reach the stream; a redelivery tries the trace again.
+    await Promise.all(traceEarlierRetries(event, claim)).catch((error: unknown) =>
+      log.warn({ err: error, call_id: event.call_id, attempt: claim.attempt }, "could not publish the retries of earlier attempts"),
+    );
     const { attempt } = claim;
     const operationId = tool.contract.status_check
       ? await deps.operations.startReconciliation({ event, tool, idempotencyKey: key, attempt, seq: event.seq + 2 * attempt }, cause)
