@@ -1,5 +1,5 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { subjectCatalogue } from "@toolgate/contracts";
+import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
 import { createLogger } from "@toolgate/telemetry";
 import { testInfra, uniqueName } from "@toolgate/testkit";
 import { afterEach, describe, expect, it } from "vitest";
@@ -15,21 +15,26 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** Two processes' worth of ledger: each on its own connection, as two replicas would be. */
+/** A bus on its own connection, as a process would have it. */
+function connectBus(subjects: SubjectCatalogue, name: string): Promise<NatsEventBus> {
+  return NatsEventBus.connect({
+    servers: testInfra().natsUrl,
+    name,
+    subjects,
+    maxEventBytes: 8 * 1024,
+    stream: { replicas: 1, maxAgeMs: 60_000, duplicateWindowMs: 60_000 },
+    logger,
+  });
+}
+
+/** Several processes' worth of ledger: each on its own connection, as replicas would be. */
 async function ledgers(count: number): Promise<{ ledgers: ClaimLedger[]; buses: NatsEventBus[]; stream: string }> {
   const subjects = subjectCatalogue(uniqueName("t"));
   const stream = `${subjects.stream}_CLAIMS`;
   const opened: ClaimLedger[] = [];
   const buses: NatsEventBus[] = [];
   for (let i = 0; i < count; i++) {
-    const bus = await NatsEventBus.connect({
-      servers: testInfra().natsUrl,
-      name: `ledger-test-${i}`,
-      subjects,
-      maxEventBytes: 8 * 1024,
-      stream: { replicas: 1, maxAgeMs: 60_000, duplicateWindowMs: 60_000 },
-      logger,
-    });
+    const bus = await connectBus(subjects, `ledger-test-${i}`);
     cleanups.push(() => bus.close());
     buses.push(bus);
     opened.push(await ClaimLedger.open(bus, { stream, subjectPrefix: `${subjects.prefix}.claims`, replicas: 1, maxValueBytes: 1_024 }));
@@ -79,14 +84,7 @@ describe("ClaimLedger", () => {
     const subjects = subjectCatalogue(uniqueName("t"));
     const stream = `${subjects.stream}_CLAIMS`;
     const open = async () => {
-      const bus = await NatsEventBus.connect({
-        servers: testInfra().natsUrl,
-        name: "ledger-test",
-        subjects,
-        maxEventBytes: 8 * 1024,
-        stream: { replicas: 1, maxAgeMs: 60_000, duplicateWindowMs: 60_000 },
-        logger,
-      });
+      const bus = await connectBus(subjects, "ledger-test");
       return { bus, ledger: await ClaimLedger.open(bus, { stream, subjectPrefix: `${subjects.prefix}.claims`, replicas: 1, maxValueBytes: 1_024 }) };
     };
     const first = await open();

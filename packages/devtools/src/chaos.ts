@@ -208,7 +208,12 @@ interface CallRecord {
   attempts: number;
   /** The last answer the client got: status and error code, for the report on calls that never ended. */
   last?: string;
+  /** The client's latest requests (when each was answered, epoch ms, and how): what the slowest call waited on. */
+  history: { at: number; answer: string }[];
 }
+
+/** Requests remembered per call for the report on the slowest one. */
+const HISTORY = 16;
 
 /** A host that submits calls at a fixed rate and retries each, unchanged, until it has an outcome. */
 class Load {
@@ -235,7 +240,7 @@ class Load {
         const due = begin + (n * 1_000) / RATE;
         if (due > Date.now()) await sleep(due - Date.now());
         if (this.#stopped) break;
-        const record: CallRecord = { n, submittedAt: Date.now(), callIds: new Set(), attempts: 0 };
+        const record: CallRecord = { n, submittedAt: Date.now(), callIds: new Set(), attempts: 0, history: [] };
         this.calls.push(record);
         this.#pending.push(this.#drive(record));
       }
@@ -314,15 +319,34 @@ class Load {
       });
       status = response.status;
       const text = await response.text();
-      if (record) record.last = `${method} ${status} ${text.slice(0, 160)}`;
+      if (record) {
+        record.last = `${method} ${status} ${text.slice(0, 160)}`;
+        remember(record, `${method} ${status}${status >= 300 ? ` ${errorCodeOf(text)}` : ""}`);
+      }
       const retryAfter = response.headers.get("retry-after") ?? undefined;
       return { status, body: text ? (JSON.parse(text) as unknown) : undefined, ...(retryAfter ? { retryAfter } : {}) };
     } catch (error) {
-      if (record) record.last = `${method} ${status} ${(error as Error).message}`;
+      if (record) {
+        record.last = `${method} ${status} ${(error as Error).message}`;
+        remember(record, `${method} ${(error as Error).name}`);
+      }
       return { status, body: undefined };
     } finally {
       this.answers.set(status, (this.answers.get(status) ?? 0) + 1);
     }
+  }
+}
+
+function remember(record: CallRecord, answer: string): void {
+  record.history.push({ at: Date.now(), answer });
+  if (record.history.length > HISTORY) record.history.shift();
+}
+
+function errorCodeOf(text: string): string {
+  try {
+    return (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? "";
+  } catch {
+    return "";
   }
 }
 
@@ -406,6 +430,14 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     for (const call of unended) {
       const ids = await Promise.all([...call.callIds].map(async (id) => `${id} (stream holds: ${held.get(id)}; store: ${await stored(id)})`));
       console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${ids.join(",") || "none"} last: ${call.last ?? "no answer"}`);
+    }
+    // The call that set the recovery time, and what it went through after the fault (ms from the fault's end).
+    const slowest = before.filter((c) => c.endedAt !== undefined).sort((a, b) => b.endedAt! - a.endedAt!)[0];
+    if (slowest) {
+      const steps = slowest.history.filter((h) => h.at >= faultEnd - 1_000).map((h) => `${h.at - faultEnd} ${h.answer}`);
+      console.log(
+        `  slowest: n=${slowest.n} submitted ${slowest.submittedAt - faultEnd} ms, ended ${slowest.endedAt! - faultEnd} ms after the fault; ${slowest.attempts} submission(s); answers: ${steps.join(", ")}`,
+      );
     }
     const invariantsHold = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0;
     report.passed = invariantsHold && (args.gate === "invariants" || recoveryMs <= RECOVERY_LIMIT_MS);
