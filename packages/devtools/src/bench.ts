@@ -26,7 +26,7 @@ import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
-import { readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
+import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const { values: args } = parseArgs({
@@ -290,7 +290,7 @@ async function oneRun(index: number): Promise<RunFigures> {
     const afterLoad = await statsOf(stack);
     const sustained = loaded.calls / (loaded.seconds + drainSeconds);
     console.log(`  every consumer caught up ${drainSeconds.toFixed(1)} s later: sustained ${sustained.toFixed(0)} calls/s`);
-    const cpu = Object.fromEntries(Object.keys(cpuAfter).map((k) => [k, (cpuAfter[k]! - cpuBefore[k]!) / loaded.calls]));
+    const cpu = Object.fromEntries(Object.entries(cpuSpent(cpuBefore, cpuAfter)).map(([k, ms]) => [k, ms / loaded.calls]));
     const counters = countersPerCall(traced, afterLoad, loaded.calls);
 
     const rate = args.rate === "auto" ? Math.max(1, Math.round(saturated.rate / 2)) : Number(args.rate);

@@ -38,12 +38,36 @@ export function pidsMatching(pattern: RegExp): number[] {
  */
 export type CpuGroup = { pids: readonly number[] } | { pattern: RegExp };
 
-/** CPU milliseconds of every group now; read twice and subtract to get what a phase cost. */
-export function readCpu(groups: Record<string, CpuGroup>): Record<string, number> {
-  const out: Record<string, number> = {};
+/** CPU milliseconds of every process of every group now, by pid: read twice and give both to {@link cpuSpent}. */
+export function readCpu(groups: Record<string, CpuGroup>): Record<string, Map<number, number>> {
+  const out: Record<string, Map<number, number>> = {};
   for (const [name, group] of Object.entries(groups)) {
     const pids = "pids" in group ? group.pids : pidsMatching(group.pattern);
-    out[name] = pids.reduce((sum, pid) => sum + (processCpuMs(pid) ?? 0), 0);
+    const reading = new Map<number, number>();
+    for (const pid of pids) {
+      const ms = processCpuMs(pid);
+      if (ms !== undefined) reading.set(pid, ms);
+    }
+    out[name] = reading;
+  }
+  return out;
+}
+
+/**
+ * CPU milliseconds each group spent between two readings, process by process: what a process present in both
+ * spent, and all of a process that started in between. A process that exited in between (a PostgreSQL backend
+ * whose connection closed) is left out rather than subtracted, so a group's figure can fall short but is never
+ * negative. A pid reused in between counts as new when its CPU went down.
+ */
+export function cpuSpent(before: Record<string, Map<number, number>>, after: Record<string, Map<number, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, now] of Object.entries(after)) {
+    let spent = 0;
+    for (const [pid, ms] of now) {
+      const then = before[name]?.get(pid);
+      spent += then === undefined || then > ms ? ms : ms - then;
+    }
+    out[name] = spent;
   }
   return out;
 }
