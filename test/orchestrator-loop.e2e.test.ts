@@ -123,7 +123,9 @@ describe("budgets stop a looping model, each with its own reason", () => {
     { model: "scripted:loop-varied", budgets: { max_turns: 3 }, reason: "budget_turns" },
     { model: "scripted:loop-varied", budgets: { max_tool_calls: 2 }, reason: "budget_tool_calls" },
     { model: "scripted:loop-varied", budgets: { max_tokens: 1_000 }, reason: "budget_tokens" },
-    { model: "scripted:loop-varied", budgets: { max_wall_clock_ms: 400 }, reason: "budget_wall_clock" },
+    // The shortest wall clock allowed: the run's own budgets can only be tighter than the stack's (20 turns), and
+    // at 400 ms fast turns (under 20 ms each) reached the turn limit first.
+    { model: "scripted:loop-varied", budgets: { max_wall_clock_ms: 100 }, reason: "budget_wall_clock" },
   ] as const;
 
   for (const c of cases) {
