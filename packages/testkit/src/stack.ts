@@ -9,6 +9,7 @@ import { toolsetContracts, ToolsetNameSchema } from "@toolgate/toolsets";
 import { connect } from "@nats-io/transport-node";
 import { SignJWT } from "jose";
 import { REPO_ROOT, ServiceProcess, type ServiceName } from "./service-process.js";
+import { waitFor } from "./wait-for.js";
 
 /** A run as the orchestrator's API returns it. */
 export interface RunView {
@@ -358,13 +359,24 @@ export class Stack {
     const nc = await connect({ servers: this.#natsServers });
     try {
       const stem = this.name.toUpperCase().replace(/-/g, "_");
+      const stream = `${stem}_CONTRACTS`;
       const catalog = await ContractCatalog.connect(nc, {
-        stream: `${stem}_CONTRACTS`,
+        stream,
         subjectPrefix: `${this.name}.contracts`,
         resyncIntervalMs: 0,
         replicas: this.#streamReplicas,
       });
       try {
+        // A replicated stream just created answers publishes only once its replicas have elected a leader (on a
+        // cluster that has just started this can outlast a publish's timeout).
+        const jsm = await jetstreamManager(nc);
+        await waitFor(
+          async () => {
+            const info = await jsm.streams.info(stream);
+            return info.cluster === undefined || info.cluster.leader !== undefined;
+          },
+          { timeoutMs: 30_000, intervalMs: 100, description: `a leader for the stream ${stream}` },
+        );
         for (const contract of contracts) {
           const outcome = await catalog.publish(contract);
           if (!outcome.ok) throw new Error(`contract ${contract.name}@${contract.version} not published: ${outcome.message}`);
