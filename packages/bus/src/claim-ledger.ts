@@ -98,7 +98,7 @@ export class ClaimLedger {
       throw new PublishError(`claim of ${subject} is taken, and the claim that holds it could not be read`, { cause: error });
     });
     // Refused as taken, then gone: the stream was purged in between. Nothing is claimed; the caller may retry.
-    if (!stored) throw new Error(`claim of ${subject} refused, but no claim is stored under it`);
+    if (!stored) throw new PublishError(`claim of ${subject} refused, but no claim is stored under it`);
     const storedId = stored.header?.get("Nats-Msg-Id") || undefined;
     if (storedId === claimId) return { kind: "claimed" };
     return { kind: "existing", value: stored.data, claimId: storedId };
