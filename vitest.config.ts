@@ -32,6 +32,8 @@ export default defineConfig({
           name: "e2e",
           sequence: { groupOrder: 2 },
           include: ["test/**/*.e2e.test.ts"],
+          // A failed test prints what the services of its stacks logged at warn level or above.
+          setupFiles: ["./packages/testkit/dist/failure-report.js"],
           testTimeout: 120_000,
           hookTimeout: 120_000,
           // Each e2e file starts its own set of service processes; two cores run two files at once at most.

@@ -97,6 +97,8 @@ permit (principal in Role::"researcher", action == Action::"call", resource);
  * a private subject prefix and private databases. Used by the demo, the benchmark and end-to-end tests.
  */
 export class Stack {
+  /** The stacks started and not yet stopped in this process: what a failed test reports on (see `failure-report`). */
+  static readonly live = new Set<Stack>();
   readonly name: string;
   readonly env: Record<string, string>;
   readonly apiKeys: Record<keyof typeof STACK_USERS, string>;
@@ -189,6 +191,7 @@ export class Stack {
   /** Starts audit, policy, the executors and the orchestrator, each once it is ready. */
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack(options);
+    Stack.live.add(stack);
     try {
       await stack.#publishContracts();
       await stack.startService("audit");
@@ -320,6 +323,7 @@ export class Stack {
    * inspection after a failure; their names start with the stack's name.
    */
   async stop(): Promise<void> {
+    Stack.live.delete(this);
     const order: string[] = ["orchestrator", "policy", "executor", "audit"];
     const rank = (p: ServiceProcess) => order.findIndex((s) => p.name.startsWith(s));
     for (const proc of [...this.processes].sort((a, b) => rank(a) - rank(b))) await proc.stop();
