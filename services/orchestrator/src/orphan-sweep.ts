@@ -33,14 +33,18 @@ export interface OrphanSweepDeps {
  * A call is looked at once it is older than the grace period, and then never again once it has its outcome or
  * its proposal is in the stream: what follows a proposal is carried by durable consumers, not by this sweep.
  * Each process keeps its own cursor through the records — host calls by id (ids sort by the time they were
- * minted, so a range of the primary key), turn answers by when they were recorded — so a sweep reads only what
- * was recorded since the last one; replicas sweeping the same records propose nothing twice. The grace period
- * also covers replicas whose clocks run behind this one's by less than it.
+ * minted), turn answers by when they were recorded — so a sweep reads only what was recorded since the last one,
+ * slot by slot (`SWEEP_SLOT_MS`: indexed equalities, never a scan of the collection); replicas sweeping the same
+ * records propose nothing twice. The first sweep of a process reads by range instead, once: it also finds what
+ * an earlier release recorded without a slot. The grace period also covers replicas whose clocks run behind
+ * this one's by less than it.
  */
 export class OrphanSweep {
   readonly #deps: OrphanSweepDeps;
   /** The last host call id read, and when the last turn answer read was recorded. */
   #cursor: { callId: CallId; answersAt: Date } | undefined;
+  /** Whether a sweep of this process has read by range once (see the class comment). */
+  #swept = false;
 
   constructor(deps: OrphanSweepDeps) {
     this.#deps = deps;
@@ -51,11 +55,13 @@ export class OrphanSweep {
     const { store, now, lookbackMs, graceMs, batch } = this.#deps;
     const cursor = (this.#cursor ??= { callId: callIdFloor(now() - lookbackMs), answersAt: new Date(now() - lookbackMs) });
     const upTo = now() - graceMs;
+    const legacy = !this.#swept;
     const [hosts, answers] = await Promise.all([
-      store.callsWithIdsBetween(cursor.callId, callIdFloor(upTo), batch),
-      store.answersRecordedBetween(cursor.answersAt, new Date(upTo), batch),
+      legacy ? store.callsWithIdsBetween(cursor.callId, callIdFloor(upTo), batch) : store.callsInSlotsBetween(cursor.callId, callIdFloor(upTo), batch),
+      store.answersRecordedBetween(cursor.answersAt, new Date(upTo), batch, legacy),
     ]);
-    const found = await this.#reschedule(await this.#unproposed([...hosts, ...answers.flatMap((a) => a.calls)]));
+    const found = await this.#reschedule(await this.#unproposed([...hosts, ...answers.flatMap((a) => a.calls)], legacy));
+    this.#swept = true;
     this.#cursor = {
       callId: hosts.length === batch ? hosts[hosts.length - 1]!._id : callIdFloor(upTo),
       // Answers recorded in the same millisecond as the last one of a full batch are read again next time:
@@ -69,10 +75,13 @@ export class OrphanSweep {
    * The calls with neither an outcome nor a proposal in the stream. A proposed call without an outcome in the
    * store whose outcome is in the stream gets it attached.
    */
-  async #unproposed(calls: readonly CallRecord[]): Promise<CallRecord[]> {
+  async #unproposed(calls: readonly CallRecord[], legacy: boolean): Promise<CallRecord[]> {
     if (calls.length === 0) return [];
     const { store, bus, attach } = this.#deps;
-    const done = await store.resultIds(calls.map((c) => c._id));
+    const done = await store.resultIds(
+      calls.map((c) => c._id),
+      legacy,
+    );
     const open = calls.filter((c) => !done.has(c._id));
     const proposed = await Promise.all(open.map(async (c) => (await bus.lastEvent("call", c._id, "proposed")) !== undefined));
     await Promise.all(

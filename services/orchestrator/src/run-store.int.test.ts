@@ -1,7 +1,7 @@
-import { newCallId, newRunId, type RunId } from "@toolgate/contracts";
+import { callIdFloor, newCallId, newRunId, success, type RunId } from "@toolgate/contracts";
 import { testDatabase } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunStore, type CallRecord, type RunEnd, type RunRecord } from "./run-store.js";
+import { RunStore, SWEEP_SLOT_MS, sweepSlot, type CallRecord, type RunEnd, type RunRecord } from "./run-store.js";
 
 let database: Awaited<ReturnType<typeof testDatabase>>;
 let store: RunStore;
@@ -179,5 +179,81 @@ describe("a run's turns and outcomes", () => {
     expect(await store.getCall(managed._id)).toEqual(managed);
     expect(await store.getCall(newCallId())).toBeNull();
     expect((await store.callsOf(run._id)).map((x) => x._id).sort()).toEqual([hosts._id, managed._id].sort());
+  });
+});
+
+describe("what the orphan sweep reads", () => {
+  const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  /** A call id minted at `ms`. */
+  const callIdAt = (ms: number): string => callIdFloor(ms).slice(0, -16) + Array.from({ length: 16 }, () => CROCKFORD[Math.floor(Math.random() * 32)]).join("");
+  const host = (id: string, runId: RunId): CallRecord => ({
+    _id: id,
+    run_id: runId,
+    turn: 0,
+    provider_call_id: id,
+    tool_name: "search_sources",
+    arguments_json: "{}",
+    order: 0,
+    write: false,
+    resources: [],
+    signature: "sig",
+    taint: { tainted: false, sources: [] },
+    created_at: new Date(),
+  });
+
+  it("reads the calls minted in a range slot by slot, in id order and at most a limit, and which of them have results", async () => {
+    const runId = newRunId();
+    // A past hour nothing else in this file mints ids in, spread over five slots.
+    const base = (sweepSlot(Date.now()) - 720) * SWEEP_SLOT_MS;
+    const offsets = [1_000, 9_999, 12_000, 25_000, 33_000, 47_000];
+    const calls = offsets.map((o) => host(callIdAt(base + o), runId));
+    const before = host(callIdAt(base - 1), runId);
+    await store.insertCalls([before, ...calls].reverse());
+    const [after, below] = [callIdFloor(base), callIdFloor(base + 40_000)];
+    const inRange = calls.filter((c) => c._id > after && c._id < below).map((c) => c._id);
+    expect(inRange).toHaveLength(5);
+
+    expect((await store.callsInSlotsBetween(after, below, 100)).map((c) => c._id)).toEqual(inRange);
+    expect((await store.callsInSlotsBetween(after, below, 3)).map((c) => c._id)).toEqual(inRange.slice(0, 3));
+    expect((await store.callsInSlotsBetween(inRange[2]!, below, 100)).map((c) => c._id)).toEqual(inRange.slice(3));
+    // The range read (a process's first sweep) finds the same.
+    expect((await store.callsWithIdsBetween(after, below, 100)).map((c) => c._id)).toEqual(inRange);
+
+    for (const c of [calls[1]!, calls[3]!]) {
+      await store.attachResult({
+        _id: c._id,
+        run_id: runId,
+        turn: 0,
+        provider_call_id: c._id,
+        tool_name: c.tool_name,
+        terminal: "completed",
+        result: success(c._id, {}),
+        attached_at: new Date(),
+      });
+    }
+    const ids = calls.map((c) => c._id);
+    expect([...(await store.resultIds(ids))].sort()).toEqual([calls[1]!._id, calls[3]!._id].sort());
+    expect([...(await store.resultIds(ids, true))].sort()).toEqual([calls[1]!._id, calls[3]!._id].sort());
+  });
+
+  it("finds a call stored without a slot (by an earlier release) only by range", async () => {
+    const base = (sweepSlot(Date.now()) - 900) * SWEEP_SLOT_MS;
+    const old = host(callIdAt(base + 5_000), newRunId());
+    await store.calls.insertOne(old as never);
+    const [after, below] = [callIdFloor(base), callIdFloor(base + 10_000)];
+    expect(await store.callsInSlotsBetween(after, below, 10)).toEqual([]);
+    expect((await store.callsWithIdsBetween(after, below, 10)).map((c) => c._id)).toEqual([old._id]);
+  });
+
+  it("reads the turn answers recorded in a range slot by slot, oldest first", async () => {
+    const runId = newRunId();
+    const base = (sweepSlot(Date.now()) - 1_000) * SWEEP_SLOT_MS;
+    const times = [2_000, 15_000, 16_000, 31_000];
+    for (const [turn, t] of times.entries()) {
+      await store.recordTurn({ run_id: runId, turn, response: { kind: "tool_calls", calls: [] }, calls: [], tokens: 0, at: new Date(base + t) });
+    }
+    const answers = await store.answersRecordedBetween(new Date(base + 2_000), new Date(base + 31_000), 100);
+    expect(answers.filter((a) => a.run_id === runId).map((a) => a.turn)).toEqual([0, 1, 2]);
+    expect((await store.answersRecordedBetween(new Date(base), new Date(base + 40_000), 2)).map((a) => a.turn)).toEqual([0, 1]);
   });
 });

@@ -1,4 +1,4 @@
-import type { CallId, Principal, ResultEnvelope, RunContext, RunId, TerminalCallEventType } from "@toolgate/contracts";
+import { idTime, type CallId, type Principal, type ResultEnvelope, type RunContext, type RunId, type TerminalCallEventType } from "@toolgate/contracts";
 import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
 import type { Collection, Db } from "mongodb";
 import type { Budgets, StopReason, Usage } from "./budgets.js";
@@ -117,13 +117,15 @@ interface StoredResult {
   result_json: string;
   duration_ms?: number;
   attached_at: Date;
+  /** The sweep slot of the call's id (see {@link SWEEP_SLOT_MS}); absent on results attached before it existed. */
+  sweep_slot?: number;
 }
 
 function storedResult({ result, ...rest }: CallResultRecord): StoredResult {
-  return { ...rest, ok: result.ok, result_json: JSON.stringify(result) };
+  return { ...rest, ok: result.ok, result_json: JSON.stringify(result), sweep_slot: slotOfId(rest._id) };
 }
 
-function resultOf({ ok: _ok, result_json, ...rest }: StoredResult): CallResultRecord {
+function resultOf({ ok: _ok, result_json, sweep_slot: _slot, ...rest }: StoredResult): CallResultRecord {
   return { ...rest, result: JSON.parse(result_json) as ResultEnvelope };
 }
 
@@ -170,28 +172,55 @@ export type TurnRecording = { kind: "recorded" } | { kind: "recorded_before"; fi
 
 const answerId = (runId: RunId, turn: number): string => `${runId}:${turn}:answer`;
 
+/**
+ * The orphan sweep reads what was recorded since its last look. A range of ids or times is a scan of the whole
+ * collection on FerretDB (it pushes down equality only), so host calls, their results and turn answers carry the
+ * slot of when they were minted (calls, results: from the call id; answers: when recorded), and a sweep reads
+ * the few slots it covers, each an indexed equality: what it reads grows with what was recorded since, never
+ * with the collection.
+ */
+export const SWEEP_SLOT_MS = 10_000;
+
+/** The sweep slot of an epoch-ms time. */
+export const sweepSlot = (ms: number): number => Math.floor(ms / SWEEP_SLOT_MS);
+
+/** The sweep slot of a call id (its mint time); 0 for an id that carries none. */
+const slotOfId = (id: string): number => sweepSlot(idTime(id) ?? 0);
+
+/** Slots read side by side when a sweep covers many (the first after a start looks back an hour: 360). */
+const SLOT_READS_IN_PARALLEL = 8;
+
+/** Reads records without their sweep slot: it is the store's, not the record's. */
+const UNSLOTTED = { projection: { sweep_slot: 0 } } as const;
+
+/** A host call as stored: its record and its sweep slot. */
+type StoredCall = CallRecord & { sweep_slot: number };
+
+/** A step as stored: a turn answer also carries its sweep slot. */
+type StoredStep = RunStep | (TurnRecord & { sweep_slot: number });
+
 /** The fields of a run's progress that the loop updates turn by turn. */
 export type RunProgress = Partial<Pick<RunRecord, "turn" | "awaiting" | "responses" | "usage" | "tool_calls">>;
 
 /** The orchestrator's persistence: runs, calls and their attached results (append-only). */
 export class RunStore {
   readonly runs: Collection<RunRecord>;
-  readonly calls: Collection<CallRecord>;
+  readonly calls: Collection<StoredCall>;
   readonly results: Collection<StoredResult>;
-  readonly steps: Collection<RunStep>;
+  readonly steps: Collection<StoredStep>;
   readonly approvalWaits: Collection<ApprovalWait>;
   /** Provider call ids claimed by releases that kept them here, read for runs older than the ledger (see HostCallKeys). */
   readonly hostCallKeys: Collection<HostCallKey>;
-  readonly #stepInserts: InsertBatcher<RunStep>;
-  readonly #callInserts: InsertBatcher<CallRecord>;
+  readonly #stepInserts: InsertBatcher<StoredStep>;
+  readonly #callInserts: InsertBatcher<StoredCall>;
   readonly #resultInserts: InsertBatcher<StoredResult>;
   readonly #runInserts: InsertBatcher<RunRecord>;
 
   constructor(db: Db) {
     this.runs = db.collection<RunRecord>("runs");
-    this.calls = db.collection<CallRecord>("calls");
+    this.calls = db.collection<StoredCall>("calls");
     this.results = db.collection<StoredResult>("call_results");
-    this.steps = db.collection<RunStep>("run_steps");
+    this.steps = db.collection<StoredStep>("run_steps");
     this.approvalWaits = db.collection<ApprovalWait>("approval_waits");
     this.hostCallKeys = db.collection<HostCallKey>("host_call_keys");
     this.#stepInserts = new InsertBatcher(this.steps);
@@ -205,8 +234,12 @@ export class RunStore {
     await this.results.createIndex({ run_id: 1, turn: 1 });
     await this.steps.createIndex({ run_id: 1 });
     await this.steps.createIndex({ call_id: 1 });
-    // The orphan sweep reads the turn answers recorded since its last look (host calls it reads by id).
-    await this.steps.createIndex({ at: 1 });
+    // The orphan sweep reads what was recorded since its last look, slot by slot (see SWEEP_SLOT_MS).
+    await this.calls.createIndex({ sweep_slot: 1 });
+    await this.results.createIndex({ sweep_slot: 1 });
+    await this.steps.createIndex({ sweep_slot: 1 });
+    // A run's calls waiting for approval are looked up by run (at the end of every tools turn).
+    await this.approvalWaits.createIndex({ run_id: 1 });
     // Restarts and full sweeps look for the runs still running; the rest of the collection only grows.
     await this.runs.createIndex({ status: 1 });
   }
@@ -217,7 +250,7 @@ export class RunStore {
 
   /** Persists calls; resolves once all are durable (a redelivery finds them as duplicates). */
   async insertCalls(calls: CallRecord[]): Promise<void> {
-    await Promise.all(calls.map((c) => this.#callInserts.insert(c)));
+    await Promise.all(calls.map((c) => this.#callInserts.insert({ ...c, sweep_slot: slotOfId(c._id) })));
   }
 
   /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
@@ -279,9 +312,9 @@ export class RunStore {
    */
   async recordTurn(record: Omit<TurnRecord, "_id" | "kind" | "call_id">): Promise<TurnRecording> {
     const _id = answerId(record.run_id, record.turn);
-    if ((await this.#stepInserts.insert({ ...record, _id, kind: "answer", call_id: record.calls.map((c) => c._id) })) === "inserted")
-      return { kind: "recorded" };
-    const first = await this.steps.findOne({ _id });
+    const answer = { ...record, _id, kind: "answer" as const, call_id: record.calls.map((c) => c._id), sweep_slot: sweepSlot(record.at.getTime()) };
+    if ((await this.#stepInserts.insert(answer)) === "inserted") return { kind: "recorded" };
+    const first = await this.steps.findOne({ _id }, UNSLOTTED);
     if (first?.kind === "answer") return { kind: "recorded_before", first };
     // Closed by the run's end (or, for a moment, neither: purged with the run). Either way nothing is proposed.
     return { kind: "closed" };
@@ -289,13 +322,13 @@ export class RunStore {
 
   /** A turn's recorded answer, if the model gave one (and the turn was not closed by the run's end). */
   async getTurn(runId: RunId, turn: number): Promise<TurnRecord | null> {
-    const step = await this.steps.findOne({ _id: answerId(runId, turn) });
+    const step = await this.steps.findOne({ _id: answerId(runId, turn) }, UNSLOTTED);
     return step?.kind === "answer" ? step : null;
   }
 
   /** Every recorded answer of a run, in turn order: what the model answered and which calls each answer made. */
   async turnsOf(runId: RunId): Promise<TurnRecord[]> {
-    return (await this.steps.find({ run_id: runId }).toArray()).filter((s): s is TurnRecord => s.kind === "answer").sort((a, b) => a.turn - b.turn);
+    return (await this.steps.find({ run_id: runId }, UNSLOTTED).toArray()).filter((s): s is TurnRecord => s.kind === "answer").sort((a, b) => a.turn - b.turn);
   }
 
   /**
@@ -319,7 +352,7 @@ export class RunStore {
 
   /** A call's record: a host's call on its own, a managed run's in the answer of the turn that proposed it. */
   async getCall(callId: CallId): Promise<CallRecord | null> {
-    const [own, turn] = await Promise.all([this.calls.findOne({ _id: callId }), this.steps.findOne({ call_id: callId })]);
+    const [own, turn] = await Promise.all([this.calls.findOne({ _id: callId }, UNSLOTTED), this.steps.findOne({ call_id: callId })]);
     return own ?? (turn?.kind === "answer" ? (turn.calls.find((c) => c._id === callId) ?? null) : null);
   }
 
@@ -330,7 +363,7 @@ export class RunStore {
 
   /** The calls of a run, oldest first: a host's on their own, a managed run's in the answers of its turns. */
   async callsOf(runId: RunId): Promise<CallRecord[]> {
-    const [own, turns] = await Promise.all([this.calls.find({ run_id: runId }).toArray(), this.turnsOf(runId)]);
+    const [own, turns] = await Promise.all([this.calls.find({ run_id: runId }, UNSLOTTED).toArray(), this.turnsOf(runId)]);
     const byId = new Map<CallId, CallRecord>();
     for (const call of [...turns.flatMap((t) => t.calls), ...own]) byId.set(call._id, call);
     return [...byId.values()].sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order);
@@ -349,34 +382,74 @@ export class RunStore {
 
   /**
    * Host calls with ids above `after` and below `below`, in id order (call ids sort by the time they were
-   * minted), at most `limit`: a range of the primary key.
+   * minted), at most `limit`: a range of the primary key. A scan of the whole collection on FerretDB: the orphan
+   * sweep uses it once per process, for records stored before they carried a sweep slot, and
+   * {@link callsInSlotsBetween} after that.
    */
   callsWithIdsBetween(after: CallId, below: CallId, limit: number): Promise<CallRecord[]> {
     return this.calls
-      .find({ _id: { $gt: after, $lt: below } })
+      .find({ _id: { $gt: after, $lt: below } }, UNSLOTTED)
       .sort({ _id: 1 })
       .limit(limit)
       .toArray();
   }
 
-  /** Managed runs' turn answers recorded at or after `from` and before `upTo`, oldest first, at most `limit`. */
-  async answersRecordedBetween(from: Date, upTo: Date, limit: number): Promise<TurnRecord[]> {
-    const steps = await this.steps
-      .find({ at: { $gte: from, $lt: upTo }, kind: "answer" })
-      .sort({ at: 1 })
-      .limit(limit)
-      .toArray();
-    return steps.filter((s): s is TurnRecord => s.kind === "answer");
+  /** {@link callsWithIdsBetween}, read slot by slot: what it reads grows with the calls minted in the range. */
+  async callsInSlotsBetween(after: CallId, below: CallId, limit: number): Promise<CallRecord[]> {
+    const found: CallRecord[] = [];
+    await forSlots(
+      slotOfId(after),
+      slotOfId(below),
+      () => found.length >= limit,
+      async (slot) => {
+        const rows = await this.calls.find({ sweep_slot: slot }, UNSLOTTED).toArray();
+        return () => found.push(...rows.filter((c) => c._id > after && c._id < below).sort((a, b) => (a._id < b._id ? -1 : 1)));
+      },
+    );
+    return found.slice(0, limit);
   }
 
-  /** Which of `callIds` have their outcome attached. */
-  async resultIds(callIds: readonly CallId[]): Promise<Set<CallId>> {
-    const rows = await this.results.find({ _id: { $in: [...callIds] } }, { projection: { _id: 1 } }).toArray();
-    return new Set(rows.map((r) => r._id));
+  /**
+   * Managed runs' turn answers recorded at or after `from` and before `upTo`, oldest first, at most `limit`. Read
+   * slot by slot, except `legacy` (once per process: answers recorded before they carried a slot).
+   */
+  async answersRecordedBetween(from: Date, upTo: Date, limit: number, legacy = false): Promise<TurnRecord[]> {
+    const inRange = (s: StoredStep): s is TurnRecord => s.kind === "answer" && s.at >= from && s.at < upTo;
+    if (legacy) {
+      const steps = await this.steps
+        .find({ at: { $gte: from, $lt: upTo }, kind: "answer" }, UNSLOTTED)
+        .sort({ at: 1 })
+        .limit(limit)
+        .toArray();
+      return steps.filter(inRange);
+    }
+    const found: TurnRecord[] = [];
+    await forSlots(
+      sweepSlot(from.getTime()),
+      sweepSlot(upTo.getTime()),
+      () => found.length >= limit,
+      async (slot) => {
+        const rows = await this.steps.find({ sweep_slot: slot, kind: "answer" }, UNSLOTTED).toArray();
+        return () => found.push(...rows.filter(inRange).sort((a, b) => a.at.getTime() - b.at.getTime()));
+      },
+    );
+    return found.slice(0, limit);
+  }
+
+  /** Which of `callIds` have their outcome attached: the results of their calls' sweep slots, or by id when `legacy`. */
+  async resultIds(callIds: readonly CallId[], legacy = false): Promise<Set<CallId>> {
+    if (legacy) {
+      const rows = await this.results.find({ _id: { $in: [...callIds] } }, { projection: { _id: 1 } }).toArray();
+      return new Set(rows.map((r) => r._id));
+    }
+    const wanted = new Set(callIds);
+    const slots = [...new Set(callIds.map(slotOfId))];
+    const rows = await Promise.all(slots.map((slot) => this.results.find({ sweep_slot: slot }, { projection: { _id: 1 } }).toArray()));
+    return new Set(rows.flat().flatMap((r) => (wanted.has(r._id) ? [r._id] : [])));
   }
 
   callsOfTurn(runId: RunId, turn: number): Promise<CallRecord[]> {
-    return this.calls.find({ run_id: runId, turn }).toArray();
+    return this.calls.find({ run_id: runId, turn }, UNSLOTTED).toArray();
   }
 
   async resultsOfTurn(runId: RunId, turn: number): Promise<CallResultRecord[]> {
@@ -415,4 +488,15 @@ function endFields(end: RunEnd): Partial<RunRecord> {
     ...(end.usage ? { usage: end.usage } : {}),
     updated_at: new Date(),
   };
+}
+
+/**
+ * Reads slots `from`..`to` in order, {@link SLOT_READS_IN_PARALLEL} at a time, until `full()`: each `read`
+ * fetches one slot and returns what adds its rows, applied in slot order.
+ */
+async function forSlots(from: number, to: number, full: () => boolean, read: (slot: number) => Promise<() => void>): Promise<void> {
+  for (let first = from; first <= to && !full(); first += SLOT_READS_IN_PARALLEL) {
+    const slots = Array.from({ length: Math.min(SLOT_READS_IN_PARALLEL, to - first + 1) }, (_, i) => first + i);
+    for (const add of await Promise.all(slots.map(read))) if (!full()) add();
+  }
 }
