@@ -27,7 +27,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack } from "@toolgate/testkit";
+import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack, type AuditedEvent } from "@toolgate/testkit";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
@@ -438,6 +438,20 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
       console.log(
         `  slowest: n=${slowest.n} submitted ${slowest.submittedAt - faultEnd} ms, ended ${slowest.endedAt! - faultEnd} ms after the fault; ${slowest.attempts} submission(s); answers: ${steps.join(", ")}`,
       );
+      // Its transitions as audit stored them, ms from the fault's end.
+      for (const id of slowest.callIds) {
+        const { body } = await stack.audit<{ events?: AuditedEvent[] }>(`/v1/calls/${id}/events`);
+        const trail = (body.events ?? []).map((e) => `${e.event.type} ${Date.parse(e.event.time) - faultEnd}`);
+        console.log(`    ${id}: ${trail.join(", ")}`);
+      }
+      // What the services said about it (warnings and errors naming one of its call ids), ms from the fault's end.
+      for (const proc of stack.processes) {
+        for (const line of proc.logs()) {
+          if (![...slowest.callIds].some((id) => JSON.stringify(line).includes(id))) continue;
+          const at = typeof line.time === "string" ? `${Date.parse(line.time) - faultEnd} ms` : "";
+          console.log(`    ${proc.name} ${at}: ${String(line.msg)} ${JSON.stringify(line.err ?? line.reason ?? "")}`.slice(0, 400));
+        }
+      }
     }
     const invariantsHold = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0;
     report.passed = invariantsHold && (args.gate === "invariants" || recoveryMs <= RECOVERY_LIMIT_MS);
