@@ -2,7 +2,7 @@ import { DiscardPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstre
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { isSubjectSafe } from "@toolgate/contracts";
 import { epochMicros, RuntimeStats } from "@toolgate/telemetry";
-import { PublishError, type NatsEventBus } from "./nats-event-bus.js";
+import { JS_REQUEST_TIMEOUT_MS, PublishError, publishAttempts, type NatsEventBus, type PublishAttempts } from "./nats-event-bus.js";
 
 export interface ClaimLedgerOptions {
   /** The stream that holds the claims (created when missing, never rescaled). */
@@ -36,6 +36,7 @@ export class ClaimLedger {
   readonly #jsm: JetStreamManager;
   readonly #options: ClaimLedgerOptions;
   readonly #stats: RuntimeStats;
+  readonly #attempts: PublishAttempts;
   /** When the stream was created: nothing claimed before then is here. */
   readonly since: Date;
 
@@ -44,6 +45,7 @@ export class ClaimLedger {
     this.#jsm = jsm;
     this.#options = options;
     this.#stats = options.stats ?? new RuntimeStats();
+    this.#attempts = publishAttempts(options.publishTimeoutMs ?? 5_000);
     this.since = since;
   }
 
@@ -69,7 +71,7 @@ export class ClaimLedger {
     }
     await bus.checkStreamSettings(options.stream, options.replicas);
     const info = await jsm.streams.info(options.stream);
-    return new ClaimLedger(jetstream(bus.connection, { timeout: options.publishTimeoutMs ?? 5_000 }), jsm, options, new Date(info.created));
+    return new ClaimLedger(jetstream(bus.connection, { timeout: JS_REQUEST_TIMEOUT_MS }), jsm, options, new Date(info.created));
   }
 
   /**
@@ -85,7 +87,9 @@ export class ClaimLedger {
     const started = this.#stats.tracing ? epochMicros() : 0;
     this.#stats.add(`ledger.claim.${this.#options.stream}`);
     try {
-      await this.#js.publish(subject, value, { msgID: claimId, expect: { lastSubjectSequence: 0 } });
+      // A retried attempt whose first was stored is a duplicate of it (the same id), or refused as taken and then
+      // read back as this claim: claimed either way.
+      await this.#js.publish(subject, value, { msgID: claimId, expect: { lastSubjectSequence: 0 }, ...this.#attempts });
       return { kind: "claimed" };
     } catch (error) {
       // Whether it was stored is unknown (like an event's unacknowledged publish): the caller retries it as is.

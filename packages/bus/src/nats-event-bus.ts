@@ -56,6 +56,7 @@ export interface NatsEventBusOptions {
   maxEventBytes: number;
   stream: StreamSettings;
   logger: Logger;
+  /** The longest one publish waits for its acknowledgement, over all its attempts (see {@link publishAttempts}). */
   publishTimeoutMs?: number;
   /** Counts publishes and deliveries by event type (and records their spans when tracing). */
   stats?: RuntimeStats;
@@ -102,6 +103,33 @@ const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
  * explicitly acknowledged, created idempotently at start-up; every publish carries `Nats-Msg-Id` (the event
  * id) and W3C trace context, and awaits its PubAck.
  */
+/**
+ * How long a JetStream request waits for its answer before it is sent again (a publish) or given up on (the
+ * library's consumer check). A request sent at the moment a restarted server comes back goes unanswered: each
+ * consumer checks itself with one on every reconnect and pulls only once that check answers, so this wait is
+ * how long every consumer stands still after a NATS restart (measured: delivery resumes this long plus ~0.1 s
+ * after the server is back; with the library's 5 s, 5.1 s).
+ */
+export const JS_REQUEST_TIMEOUT_MS = 1_000;
+
+/** How long each attempt of a publish waits for its acknowledgement, and how many attempts it makes. */
+export interface PublishAttempts {
+  timeout: number;
+  retries: number;
+}
+
+/**
+ * Attempts of at most {@link JS_REQUEST_TIMEOUT_MS} that add up to `totalMs`: a publish that went unanswered
+ * (sent while the connection was down, or as the server came back) is sent again within a second instead of
+ * holding its caller for the whole budget. Every attempt carries the same message id, so the stream stores the
+ * message once however many attempts reach it (the library retries only timeouts and "no responders", with
+ * its own short backoff).
+ */
+export function publishAttempts(totalMs: number): PublishAttempts {
+  const timeout = Math.min(JS_REQUEST_TIMEOUT_MS, totalMs);
+  return { timeout, retries: Math.max(1, Math.round(totalMs / timeout)) };
+}
+
 export class NatsEventBus implements EventBus {
   readonly #nc: NatsConnection;
   readonly #js: JetStreamClient;
@@ -110,12 +138,14 @@ export class NatsEventBus implements EventBus {
   readonly #log: Logger;
   readonly #stats: RuntimeStats;
   readonly #tracer = trace.getTracer("toolgate-bus");
+  readonly #attempts: PublishAttempts;
   #connected = true;
 
   private constructor(nc: NatsConnection, jsm: JetStreamManager, options: NatsEventBusOptions) {
     this.#nc = nc;
     this.#jsm = jsm;
-    this.#js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5_000 });
+    this.#js = jetstream(nc, { timeout: JS_REQUEST_TIMEOUT_MS });
+    this.#attempts = publishAttempts(options.publishTimeoutMs ?? 5_000);
     this.#options = options;
     this.#log = options.logger.child({ component: "bus" });
     this.#stats = options.stats ?? new RuntimeStats();
@@ -274,12 +304,23 @@ export class NatsEventBus implements EventBus {
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
     const started = this.#stats.tracing ? epochMicros() : 0;
     try {
-      const ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h });
+      const ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h, ...this.#attempts });
       if (started > 0) this.#stats.record("out", event.id, started, epochMicros());
       if (ack.duplicate) this.#stats.add("bus.publish_duplicate");
       return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
       throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
+    }
+  }
+
+  /** Runs a JetStream request again while it times out (each attempt waits {@link JS_REQUEST_TIMEOUT_MS}), within the publish budget. */
+  async #withRetries<T>(request: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await request();
+      } catch (error) {
+        if (!(error instanceof Error && error.name === "TimeoutError") || attempt >= this.#attempts.retries) throw error;
+      }
     }
   }
 
@@ -331,7 +372,7 @@ export class NatsEventBus implements EventBus {
     };
 
     await this.#ensureConsumer(spec);
-    const consumer = await this.#js.consumers.get(this.#options.subjects.stream, durable);
+    const consumer = await this.#withRetries(() => this.#js.consumers.get(this.#options.subjects.stream, durable));
     // Ask for no more than the slots: replicas sharing the consumer then share its messages (one that asked for
     // more would hold messages back while another stands idle). The library asks again as messages arrive,
     // so the next one is usually here when a slot frees up.
