@@ -115,3 +115,36 @@ it("answers a later retry of a submission this process made from memory, without
   // Another request with the same key is not that submission: it goes to the store.
   expect((await idempotency.begin({ ...request("remembered"), fingerprint: "other" })).kind).toBe("execute");
 });
+
+it("releases a claim won after the request's deadline, so that the retry takes the key over at once", async () => {
+  // The store answers the claim after the deadline (a database catching up after an outage).
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const slowStore = Object.assign(Object.create(store) as MongoRequestIdempotencyStore, {
+    claim: async (...args: Parameters<MongoRequestIdempotencyStore["claim"]>) => {
+      await gate;
+      return store.claim(...args);
+    },
+  });
+  const slow = new HostIdempotency({
+    store: slowStore,
+    owner: "slow",
+    // A lease far longer than the test: only a release lets the retry in.
+    leaseMs: 60_000,
+    retentionMs: 60_000,
+    purgeMs: 60_000,
+    logger: createLogger({ service: "test", level: "silent" }),
+  });
+  try {
+    await expect(slow.beginWithin(request("late"), 100)).rejects.toMatchObject({ name: "DependencyUnavailableError", dependency: "deadline" });
+    release();
+    // The late claim lands and is released: the retry takes it over instead of being told it is in flight.
+    await waitFor(async () => (await store.records.findOne({ scope: "alice", key: "late" }))?.state === "failed", {
+      timeoutMs: 5_000,
+      description: "the late claim released",
+    });
+    expect(await idempotency.begin(request("late"))).toMatchObject({ kind: "execute", takenOver: true });
+  } finally {
+    slow.close();
+  }
+});

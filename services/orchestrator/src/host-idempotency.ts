@@ -1,6 +1,7 @@
 import { canonicalHash, sha256, type Principal } from "@toolgate/contracts";
 import type { RequestIdempotencyStore, RequestKeyRecord } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
+import { withDeadline } from "./outage.js";
 
 /** The request header that carries a client's idempotency key (IETF draft "The Idempotency-Key HTTP Header Field"). */
 export const IDEMPOTENCY_HEADER = "idempotency-key";
@@ -134,6 +135,31 @@ export class HostIdempotency {
     if (!taken) return { kind: "in_flight", retryAfterS: 1 };
     this.#options.logger.info({ previous_owner: record.owner, state: record.state }, "idempotency key taken over");
     return { kind: "execute", record: taken, takenOver: true };
+  }
+
+  /**
+   * {@link begin}, answered within `deadlineMs` (or a `DependencyUnavailableError`: the request is answered 503).
+   * A claim won after the deadline has no request left to create its work: it is released at once, so that the
+   * client's retry takes the key over instead of being told 409 until the orphaned claim's lease runs out.
+   */
+  async beginWithin(
+    request: { scope: string; key: string; route: string; fingerprint: string; runId?: string },
+    deadlineMs: number,
+    hold?: (work: Promise<unknown>) => void,
+  ): Promise<KeyDecision> {
+    const begun = this.begin(request);
+    hold?.(begun);
+    try {
+      return await withDeadline(begun, deadlineMs, "claiming the idempotency key");
+    } catch (error) {
+      begun.then(
+        (late) => {
+          if (late.kind === "execute") this.fail(late.record);
+        },
+        () => undefined,
+      );
+      throw error;
+    }
   }
 
   /**

@@ -178,15 +178,17 @@ export function orchestratorApi(deps: {
     const parsed = parseIdempotencyKey(request.headers[IDEMPOTENCY_HEADER]);
     if (!parsed.ok) return { answered: apiError(reply, 400, "INVALID_IDEMPOTENCY_KEY", parsed.message) };
     if (parsed.key === undefined) return {};
-    const begun = deps.idempotency.begin({
-      scope: principalScope(request.principal!),
-      key: parsed.key,
-      route,
-      fingerprint: requestFingerprint(route, request.body),
-      ...(pin === undefined ? {} : { runId: pin }),
-    });
-    request.admission?.hold(begun);
-    const decision = await withDeadline(begun, deadlineMs, "claiming the idempotency key");
+    const decision = await deps.idempotency.beginWithin(
+      {
+        scope: principalScope(request.principal!),
+        key: parsed.key,
+        route,
+        fingerprint: requestFingerprint(route, request.body),
+        ...(pin === undefined ? {} : { runId: pin }),
+      },
+      deadlineMs,
+      (begun) => request.admission?.hold(begun),
+    );
     if (decision.kind === "mismatch") {
       return {
         answered: apiError(reply, 422, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used for another request", { route: decision.record.route }),

@@ -97,9 +97,11 @@ export class McpFrontDoor {
       try {
         if (parsed.key !== undefined) {
           const fingerprint = requestFingerprint("MCP tools/call", { name: request.params.name, arguments: request.params.arguments ?? {} });
-          const begun = this.#deps.idempotency.begin({ scope, key: parsed.key, route: "MCP tools/call", fingerprint, runId: newRunId() });
-          admission?.hold(begun);
-          const decision = await withDeadline(begun, outage.deadlineMs, "claiming the idempotency key");
+          const decision = await this.#deps.idempotency.beginWithin(
+            { scope, key: parsed.key, route: "MCP tools/call", fingerprint, runId: newRunId() },
+            outage.deadlineMs,
+            (begun) => admission?.hold(begun),
+          );
           if (decision.kind === "mismatch") {
             throw new McpError(ErrorCode.InvalidParams, "this idempotency key was already used for another call", { code: "IDEMPOTENCY_KEY_REUSED" });
           }
