@@ -431,6 +431,12 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
       const ids = await Promise.all([...call.callIds].map(async (id) => `${id} (stream holds: ${held.get(id)}; store: ${await stored(id)})`));
       console.log(`  never ended: n=${call.n} attempts=${call.attempts} call ids=${ids.join(",") || "none"} last: ${call.last ?? "no answer"}`);
     }
+    // When the calls submitted before the fault's end ended: a few stragglers, or the whole backlog late.
+    const endings = before.flatMap((c) => (c.endedAt === undefined ? [] : [c.endedAt - faultEnd])).sort((a, b) => a - b);
+    const at = (q: number) => endings[Math.min(endings.length - 1, Math.floor(q * endings.length))] ?? 0;
+    if (endings.length > 0) {
+      console.log(`  calls submitted before the fault's end ended (ms after it): p50 ${at(0.5)}, p90 ${at(0.9)}, p99 ${at(0.99)}, max ${at(1)}`);
+    }
     // The call that set the recovery time, and what it went through after the fault (ms from the fault's end).
     const slowest = before.filter((c) => c.endedAt !== undefined).sort((a, b) => b.endedAt! - a.endedAt!)[0];
     if (slowest) {
