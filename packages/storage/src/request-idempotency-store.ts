@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Collection, Db } from "mongodb";
-import { DUPLICATE_KEY } from "./insert-batcher.js";
+import { DUPLICATE_KEY, InsertBatcher } from "./insert-batcher.js";
 
 /**
  * Where one use of a client's idempotency key stands: `claimed` (the owner is creating the work, nothing known
@@ -86,10 +86,12 @@ const newGen = (): string => randomBytes(9).toString("base64url");
 export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
   readonly records: Collection<RequestKeyRecord>;
   readonly #takeovers: Collection<TakeoverRecord>;
+  readonly #claims: InsertBatcher<RequestKeyRecord>;
 
   constructor(db: Db, name = "host_idempotency") {
     this.records = db.collection<RequestKeyRecord>(name);
     this.#takeovers = db.collection<TakeoverRecord>(`${name}_takeovers`);
+    this.#claims = new InsertBatcher(this.records);
   }
 
   /** The unique (scope, key) index and the expiry index the purge walks. */
@@ -115,12 +117,8 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
       created_at: now,
       expires_at: new Date(now.getTime() + request.retentionMs),
     };
-    try {
-      await this.records.insertOne(record);
-      return { kind: "claimed", record };
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== DUPLICATE_KEY) throw error;
-    }
+    // Batched with the claims made at the same moment: after an outage every client's retry claims at once.
+    if ((await this.#claims.insert(record)) === "inserted") return { kind: "claimed", record };
     // By `_id`, not by (scope, key): the id is the pair, and FerretDB serves only `_id` lookups from an index
     // (a retry storm after an outage reads every key once per retry otherwise).
     const existing = await this.records.findOne({ _id: record._id });
