@@ -107,6 +107,22 @@ describe("a run's end", () => {
   });
 });
 
+/** A host call's record in `runId`, minted now unless given its id. */
+const callRecord = (runId: RunId, turn: number, id: string = newCallId()): CallRecord => ({
+  _id: id,
+  run_id: runId,
+  turn,
+  provider_call_id: "toolu_1",
+  tool_name: "search_sources",
+  arguments_json: '{"query":"x"}',
+  order: 0,
+  write: false,
+  resources: [],
+  signature: "sha256:x",
+  taint: { tainted: false, sources: [] },
+  created_at: new Date(),
+});
+
 describe("a run's turns and outcomes", () => {
   const answer = (run: RunRecord, turn: number, calls: CallRecord[] = []) => ({
     run_id: run._id,
@@ -116,20 +132,7 @@ describe("a run's turns and outcomes", () => {
     tokens: 0,
     at: new Date(),
   });
-  const call = (run: RunRecord, turn: number): CallRecord => ({
-    _id: newCallId(),
-    run_id: run._id,
-    turn,
-    provider_call_id: "toolu_1",
-    tool_name: "search_sources",
-    arguments_json: '{"query":"x"}',
-    order: 0,
-    write: false,
-    resources: [],
-    signature: "sha256:x",
-    taint: { tainted: false, sources: [] },
-    created_at: new Date(),
-  });
+  const call = (run: RunRecord, turn: number): CallRecord => callRecord(run._id, turn);
 
   it("records a turn's answer once, and a turn closed by the run's end is never answered", async () => {
     const run = runningRun();
@@ -186,28 +189,13 @@ describe("what the orphan sweep reads", () => {
   const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
   /** A call id minted at `ms`. */
   const callIdAt = (ms: number): string => callIdFloor(ms).slice(0, -16) + Array.from({ length: 16 }, () => CROCKFORD[Math.floor(Math.random() * 32)]).join("");
-  const host = (id: string, runId: RunId): CallRecord => ({
-    _id: id,
-    run_id: runId,
-    turn: 0,
-    provider_call_id: id,
-    tool_name: "search_sources",
-    arguments_json: "{}",
-    order: 0,
-    write: false,
-    resources: [],
-    signature: "sig",
-    taint: { tainted: false, sources: [] },
-    created_at: new Date(),
-  });
-
   it("reads the calls minted in a range slot by slot, in id order and at most a limit, and which of them have results", async () => {
     const runId = newRunId();
     // A past hour nothing else in this file mints ids in, spread over five slots.
     const base = (sweepSlot(Date.now()) - 720) * SWEEP_SLOT_MS;
     const offsets = [1_000, 9_999, 12_000, 25_000, 33_000, 47_000];
-    const calls = offsets.map((o) => host(callIdAt(base + o), runId));
-    const before = host(callIdAt(base - 1), runId);
+    const calls = offsets.map((o) => callRecord(runId, 0, callIdAt(base + o)));
+    const before = callRecord(runId, 0, callIdAt(base - 1));
     await store.insertCalls([before, ...calls].reverse());
     const [after, below] = [callIdFloor(base), callIdFloor(base + 40_000)];
     const inRange = calls.filter((c) => c._id > after && c._id < below).map((c) => c._id);
@@ -238,7 +226,7 @@ describe("what the orphan sweep reads", () => {
 
   it("finds a call stored without a slot (by an earlier release) only by range", async () => {
     const base = (sweepSlot(Date.now()) - 900) * SWEEP_SLOT_MS;
-    const old = host(callIdAt(base + 5_000), newRunId());
+    const old = callRecord(newRunId(), 0, callIdAt(base + 5_000));
     await store.calls.insertOne(old as never);
     const [after, below] = [callIdFloor(base), callIdFloor(base + 10_000)];
     expect(await store.callsInSlotsBetween(after, below, 10)).toEqual([]);
