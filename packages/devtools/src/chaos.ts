@@ -437,6 +437,19 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     if (endings.length > 0) {
       console.log(`  calls submitted before the fault's end ended (ms after it): p50 ${at(0.5)}, p90 ${at(0.9)}, p99 ${at(0.99)}, max ${at(1)}`);
     }
+    // When those were first answered 200 or 202 after it (a submission waits up to 5 s for its outcome).
+    const accepted = before
+      .flatMap((c) => {
+        const first = c.history.find((h) => h.at >= faultEnd && /^POST 20[02]/.test(h.answer));
+        return first ? [first.at - faultEnd] : [];
+      })
+      .sort((a, b) => a - b);
+    const acceptedAt = (q: number) => accepted[Math.min(accepted.length - 1, Math.floor(q * accepted.length))] ?? 0;
+    if (accepted.length > 0) {
+      console.log(
+        `  of those, ${accepted.length} first answered 200/202 after the fault's end (ms): p50 ${acceptedAt(0.5)}, p90 ${acceptedAt(0.9)}, max ${acceptedAt(1)}`,
+      );
+    }
     // The call that set the recovery time, and what it went through after the fault (ms from the fault's end).
     const slowest = before.filter((c) => c.endedAt !== undefined).sort((a, b) => b.endedAt! - a.endedAt!)[0];
     if (slowest) {
