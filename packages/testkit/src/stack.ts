@@ -369,6 +369,7 @@ export class Stack {
         subjectPrefix: `${this.name}.contracts`,
         resyncIntervalMs: 0,
         replicas: this.#streamReplicas,
+        requestTimeoutMs: CATALOG_ATTEMPT_MS,
       });
       try {
         // A replicated stream just created answers publishes only once its replicas have elected a leader (on a
@@ -382,7 +383,7 @@ export class Stack {
           { timeoutMs: 30_000, intervalMs: 100, description: `a leader for the stream ${stream}` },
         );
         for (const contract of contracts) {
-          const outcome = await catalog.publish(contract);
+          const outcome = await publishRetrying(() => catalog.publish(contract));
           if (!outcome.ok) throw new Error(`contract ${contract.name}@${contract.version} not published: ${outcome.message}`);
         }
       } finally {
@@ -403,6 +404,26 @@ export class Stack {
       }
     } finally {
       await nc.close();
+    }
+  }
+}
+
+/** How long one attempt to publish a contract waits, and how many are made. */
+const CATALOG_ATTEMPT_MS = 2_000;
+const CATALOG_ATTEMPTS = 8;
+
+/**
+ * Publishes a contract again while the catalog is unavailable (a retryable `CatalogError`). The first publish
+ * to the replicated stream of a cluster that has just started can go unanswered although the stream has its
+ * leader (seen once in CI: a 5 s timeout). Publishing again is safe: the stream keeps one message per subject,
+ * and a contract's subject is its hash.
+ */
+async function publishRetrying<T>(publish: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await publish();
+    } catch (error) {
+      if ((error as { retryable?: unknown }).retryable !== true || attempt >= CATALOG_ATTEMPTS) throw error;
     }
   }
 }
