@@ -192,3 +192,27 @@ it("attaches an outcome the stream holds for a proposed call that has none in th
   expect(await sweeper().sweep()).not.toContain(late._id);
   expect(attached.map((e) => [e.kind === "call" ? e.call_id : e.run_id, e.type])).toEqual([[late._id, "completed"]]);
 });
+
+it("reads by range until it has caught up, so records an earlier release stored without a slot are found beyond one batch", async () => {
+  const hosts = [0, 1, 2].map(() => run("external"));
+  // As an earlier release stored them: no sweep slot.
+  const orphans = hosts.map((h) => call(h, 0));
+  for (const h of hosts) await store.insertRun(h);
+  await store.calls.insertMany(orphans as never[]);
+  const sweep = new OrphanSweep({
+    store,
+    scheduler: new CallScheduler({ store, bus, locks: new ResourceLocks(database.db), logger }),
+    bus,
+    logger,
+    now: clock,
+    lookbackMs: 60_000,
+    graceMs: GRACE_MS,
+    batch: 2,
+    attach,
+  });
+  ahead += GRACE_MS + 1;
+  const seen: CallId[] = [];
+  for (let i = 0; i < 20 && !orphans.every((o) => seen.includes(o._id)); i++) seen.push(...(await sweep.sweep()));
+  expect(orphans.filter((o) => !seen.includes(o._id))).toEqual([]);
+  for (const o of orphans) expect(await proposed(o._id)).toBe(true);
+});

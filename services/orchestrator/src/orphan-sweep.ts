@@ -35,16 +35,16 @@ export interface OrphanSweepDeps {
  * Each process keeps its own cursor through the records — host calls by id (ids sort by the time they were
  * minted), turn answers by when they were recorded — so a sweep reads only what was recorded since the last one,
  * slot by slot (`SWEEP_SLOT_MS`: indexed equalities, never a scan of the collection); replicas sweeping the same
- * records propose nothing twice. The first sweep of a process reads by range instead, once: it also finds what
- * an earlier release recorded without a slot. The grace period also covers replicas whose clocks run behind
+ * records propose nothing twice. A process's first sweeps read by range instead, until one comes back short of
+ * a batch: they also find what an earlier release recorded without a slot. The grace period also covers replicas whose clocks run behind
  * this one's by less than it.
  */
 export class OrphanSweep {
   readonly #deps: OrphanSweepDeps;
   /** The last host call id read, and when the last turn answer read was recorded. */
   #cursor: { callId: CallId; answersAt: Date } | undefined;
-  /** Whether a sweep of this process has read by range once (see the class comment). */
-  #swept = false;
+  /** Whether this process's range reads have caught up with the records (see the class comment). */
+  #caughtUp = false;
 
   constructor(deps: OrphanSweepDeps) {
     this.#deps = deps;
@@ -55,13 +55,14 @@ export class OrphanSweep {
     const { store, now, lookbackMs, graceMs, batch } = this.#deps;
     const cursor = (this.#cursor ??= { callId: callIdFloor(now() - lookbackMs), answersAt: new Date(now() - lookbackMs) });
     const upTo = now() - graceMs;
-    const legacy = !this.#swept;
+    const legacy = !this.#caughtUp;
     const [hosts, answers] = await Promise.all([
       legacy ? store.callsWithIdsBetween(cursor.callId, callIdFloor(upTo), batch) : store.callsInSlotsBetween(cursor.callId, callIdFloor(upTo), batch),
       store.answersRecordedBetween(cursor.answersAt, new Date(upTo), batch, legacy),
     ]);
     const found = await this.#reschedule(await this.#unproposed([...hosts, ...answers.flatMap((a) => a.calls)], legacy));
-    this.#swept = true;
+    // Range reads go on while they come back full: records stored without a slot may lie beyond the batch.
+    this.#caughtUp ||= hosts.length < batch && answers.length < batch;
     this.#cursor = {
       callId: hosts.length === batch ? hosts[hosts.length - 1]!._id : callIdFloor(upTo),
       // Answers recorded in the same millisecond as the last one of a full batch are read again next time:
