@@ -99,11 +99,6 @@ const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
 };
 
 /**
- * {@link EventBus} over NATS JetStream. One stream holds every call and run event; consumers are durable,
- * explicitly acknowledged, created idempotently at start-up; every publish carries `Nats-Msg-Id` (the event
- * id) and W3C trace context, and awaits its PubAck.
- */
-/**
  * How long a JetStream request waits for its answer before it is sent again (a publish) or given up on (the
  * library's consumer check). A request sent at the moment a restarted server comes back goes unanswered: each
  * consumer checks itself with one on every reconnect and pulls only once that check answers, so this wait is
@@ -130,6 +125,11 @@ export function publishAttempts(totalMs: number): PublishAttempts {
   return { timeout, retries: Math.max(1, Math.round(totalMs / timeout)) };
 }
 
+/**
+ * {@link EventBus} over NATS JetStream. One stream holds every call and run event; consumers are durable,
+ * explicitly acknowledged, created idempotently at start-up; every publish carries `Nats-Msg-Id` (the event
+ * id) and W3C trace context, and awaits its PubAck.
+ */
 export class NatsEventBus implements EventBus {
   readonly #nc: NatsConnection;
   readonly #js: JetStreamClient;
