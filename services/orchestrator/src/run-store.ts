@@ -234,7 +234,9 @@ export class RunStore {
     await this.results.createIndex({ run_id: 1, turn: 1 });
     await this.steps.createIndex({ run_id: 1 });
     await this.steps.createIndex({ call_id: 1 });
-    // The orphan sweep reads what was recorded since its last look, slot by slot (see SWEEP_SLOT_MS).
+    // The orphan sweep reads what was recorded since its last look, slot by slot (see SWEEP_SLOT_MS), and by
+    // range after a start (on MongoDB an indexed range: calls by _id, answers by `at`).
+    await this.steps.createIndex({ at: 1 });
     await this.calls.createIndex({ sweep_slot: 1 });
     await this.results.createIndex({ sweep_slot: 1 });
     await this.steps.createIndex({ sweep_slot: 1 });
@@ -383,7 +385,7 @@ export class RunStore {
   /**
    * Host calls with ids above `after` and below `below`, in id order (call ids sort by the time they were
    * minted), at most `limit`: a range of the primary key. A scan of the whole collection on FerretDB: the orphan
-   * sweep uses it once per process, for records stored before they carried a sweep slot, and
+   * sweep uses it after a start until it has caught up (records stored before they carried a sweep slot), and
    * {@link callsInSlotsBetween} after that.
    */
   callsWithIdsBetween(after: CallId, below: CallId, limit: number): Promise<CallRecord[]> {
@@ -411,7 +413,8 @@ export class RunStore {
 
   /**
    * Managed runs' turn answers recorded at or after `from` and before `upTo`, oldest first, at most `limit`. Read
-   * slot by slot, except `legacy` (once per process: answers recorded before they carried a slot).
+   * slot by slot, or by range when `legacy` (after a start, until caught up: answers recorded before they
+   * carried a slot).
    */
   async answersRecordedBetween(from: Date, upTo: Date, limit: number, legacy = false): Promise<TurnRecord[]> {
     const inRange = (s: StoredStep): s is TurnRecord => s.kind === "answer" && s.at >= from && s.at < upTo;
