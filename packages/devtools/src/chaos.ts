@@ -342,9 +342,12 @@ function remember(record: CallRecord, answer: string): void {
   if (record.history.length > HISTORY) record.history.shift();
 }
 
+/** An error answer's code, and for a 503 the dependency it names (`UNAVAILABLE nats`, `UNAVAILABLE capacity`). */
 function errorCodeOf(text: string): string {
   try {
-    return (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? "";
+    const error = (JSON.parse(text) as { error?: { code?: string; details?: { dependency?: unknown } } }).error;
+    const dependency = error?.details?.dependency;
+    return [error?.code ?? "", typeof dependency === "string" ? dependency : ""].filter(Boolean).join(" ");
   } catch {
     return "";
   }

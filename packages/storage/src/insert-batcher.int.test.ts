@@ -67,7 +67,8 @@ describe("InsertBatcher", () => {
     const lead = batcher.insert({ _id: "lead", n: 0 });
     await nextTurn();
     const outcomes = await Promise.all([lead, ...ids.slice(1).map((_id, i) => batcher.insert({ _id, n: i + 1 }))]);
-    expect(batches).toEqual([["lead"], ["new-1", "old-1", "new-2", "new-1", "old-2", "new-3"]]);
+    // The repeated id goes alone once its batch is done.
+    expect(batches).toEqual([["lead"], ["new-1", "old-1", "new-2", "old-2", "new-3"], ["new-1"]]);
     expect(outcomes).toEqual(["inserted", "inserted", "duplicate", "inserted", "duplicate", "duplicate", "inserted"]);
     const stored = await raw.find({}).sort({ _id: 1 }).toArray();
     expect(stored).toEqual([
@@ -80,6 +81,22 @@ describe("InsertBatcher", () => {
     ]);
   });
 
+  it("sends an id it stored or found stored before on its own, so that the batch it would have joined stays clean", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    await raw.insertOne({ _id: "theirs", n: 0 });
+    const { collection, batches } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    expect(await Promise.all([batcher.insert({ _id: "mine", n: 1 }), batcher.insert({ _id: "theirs", n: 1 })])).toEqual(["inserted", "duplicate"]);
+    // A retry storm: the same two ids again among new ones, and one of them deleted meanwhile.
+    await raw.deleteOne({ _id: "mine" });
+    const outcomes = await Promise.all(["new-1", "mine", "new-2", "theirs", "new-3"].map((_id, n) => batcher.insert({ _id, n })));
+    expect(outcomes).toEqual(["inserted", "inserted", "inserted", "duplicate", "inserted"]);
+    expect(batches[0]).toEqual(["mine", "theirs"]);
+    expect(batches[1]).toEqual(["new-1", "new-2", "new-3"]);
+    expect(batches.slice(2).sort()).toEqual([["mine"], ["theirs"]]);
+    expect(await raw.findOne({ _id: "mine" })).toEqual({ _id: "mine", n: 1 });
+  });
+
   it("rejects only the caller whose document failed for another reason", async () => {
     const raw = db.collection<Doc>(uniqueName("batch_"));
     const { collection, batches } = observed(raw);
@@ -90,11 +107,10 @@ describe("InsertBatcher", () => {
     // FerretDB refuses a "$"-prefixed field name (code 2) per document.
     const bad = batcher.insert({ _id: "bad", n: 2, $where: "1" });
     const dup = batcher.insert({ _id: "good", n: 3 });
-    expect(await first).toBe("inserted");
-    expect(await good).toBe("inserted");
-    expect(await dup).toBe("duplicate");
-    await expect(bad).rejects.toMatchObject({ name: "MongoBulkWriteError" });
-    expect(batches).toHaveLength(2);
+    const [badOutcome, ...others] = await Promise.allSettled([bad, first, good, dup]);
+    expect(others).toEqual(["inserted", "inserted", "duplicate"].map((value) => ({ status: "fulfilled", value })));
+    expect(badOutcome).toMatchObject({ status: "rejected", reason: { name: "MongoBulkWriteError" } });
+    expect(batches).toEqual([["lead"], ["good", "bad"], ["good"]]);
     expect((await raw.find({}).toArray()).map((d) => d._id).sort()).toEqual(["good", "lead"]);
   });
 

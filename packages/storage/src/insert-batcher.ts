@@ -19,11 +19,19 @@ interface QueuedInsert<T extends Document> {
 /** Mongo's duplicate-key error code, also returned by FerretDB. */
 export const DUPLICATE_KEY = 11000;
 
+/** How many recently stored ids a batcher remembers, to keep their likely duplicates out of its batches. */
+const KNOWN_IDS = 10_000;
+
 /**
  * Coalesces concurrent single-document inserts into unordered `insertMany` commands. Each caller learns
  * whether its own document was inserted or hit a unique key; any other failure rejects that caller.
  * Idle callers are flushed once the current turn of the event loop has run — no timer, no added wait, but
  * what that turn inserted goes in one command; under load, documents queue behind in-flight commands.
+ *
+ * A batch holding one duplicate costs FerretDB several times a clean one (it falls back to inserting each
+ * document on its own), and under a retry storm nearly every batch would hold one. So a document whose `_id`
+ * this batcher stored or found stored recently, or that repeats an `_id` of its own batch, is sent alone once
+ * that batch is done: the server still decides, and the batch stays clean.
  */
 export class InsertBatcher<T extends Document> {
   readonly #collection: Collection<T>;
@@ -31,6 +39,8 @@ export class InsertBatcher<T extends Document> {
   #queue: QueuedInsert<T>[] = [];
   #inFlight = 0;
   #scheduled = false;
+  /** Ids recently inserted or found to exist, oldest first. */
+  readonly #known = new Set<string>();
 
   constructor(collection: Collection<T>, options: InsertBatcherOptions = { maxBatch: 512, maxInFlight: 1 }) {
     this.#collection = collection;
@@ -52,22 +62,56 @@ export class InsertBatcher<T extends Document> {
 
   #pump(): void {
     while (this.#inFlight < this.#options.maxInFlight && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, this.#options.maxBatch);
+      const { clean, suspect } = this.#split(this.#queue.splice(0, this.#options.maxBatch));
       this.#inFlight += 1;
-      void this.#flush(batch).finally(() => {
-        this.#inFlight -= 1;
-        this.#pump();
-      });
+      const flushed = this.#flush(clean)
+        // No caller is left waiting, whatever fails (rejecting a settled caller does nothing).
+        .catch((error: unknown) => clean.forEach((c) => c.reject(error)))
+        .finally(() => {
+          this.#inFlight -= 1;
+          this.#pump();
+        });
+      if (suspect.length > 0) {
+        void flushed.then(() => Promise.all(suspect.map((s) => this.#flush([s]).catch((error: unknown) => s.reject(error)))));
+      }
     }
   }
 
+  /** The documents to batch, and those likely to be duplicates (an id known to exist, or seen earlier in the batch). */
+  #split(batch: QueuedInsert<T>[]): { clean: QueuedInsert<T>[]; suspect: QueuedInsert<T>[] } {
+    const clean: QueuedInsert<T>[] = [];
+    const suspect: QueuedInsert<T>[] = [];
+    const ids = new Set<string>();
+    for (const queued of batch) {
+      const id = idOf(queued.doc);
+      if (id !== undefined && (this.#known.has(id) || ids.has(id))) suspect.push(queued);
+      else {
+        if (id !== undefined) ids.add(id);
+        clean.push(queued);
+      }
+    }
+    return { clean, suspect };
+  }
+
+  /** Resolves a caller, remembering that its document's id exists now. */
+  #settle(queued: QueuedInsert<T>, outcome: InsertOutcome): void {
+    const id = idOf(queued.doc);
+    if (id !== undefined) {
+      this.#known.delete(id);
+      this.#known.add(id);
+      if (this.#known.size > KNOWN_IDS) this.#known.delete(this.#known.values().next().value!);
+    }
+    queued.resolve(outcome);
+  }
+
   async #flush(batch: QueuedInsert<T>[]): Promise<void> {
+    if (batch.length === 0) return;
     try {
       await this.#collection.insertMany(
         batch.map((b) => b.doc),
         { ordered: false },
       );
-      for (const b of batch) b.resolve("inserted");
+      for (const b of batch) this.#settle(b, "inserted");
     } catch (error) {
       // One document the driver cannot encode or the server refuses outright fails the whole command: each is
       // tried on its own, so that one caller's bad document is not every other caller's failure.
@@ -88,12 +132,18 @@ export class InsertBatcher<T extends Document> {
       }
       batch.forEach((b, i) => {
         const code = failed.get(i);
-        if (code === undefined) b.resolve("inserted");
-        else if (code === DUPLICATE_KEY) b.resolve("duplicate");
+        if (code === undefined) this.#settle(b, "inserted");
+        else if (code === DUPLICATE_KEY) this.#settle(b, "duplicate");
         else b.reject(error);
       });
     }
   }
+}
+
+/** A document's `_id` when it is a string (the ids this project inserts are). */
+function idOf(doc: Document): string | undefined {
+  const id: unknown = doc._id;
+  return typeof id === "string" ? id : undefined;
 }
 
 /**
