@@ -54,7 +54,8 @@ export {
   type CallEventOf,
   type RunEventOf,
 } from "./events.js";
-export { parseEvent, type EventRejection, type ParsedEvent } from "./parse-event.js";
+export { parseEvent, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
+export { jsonDepth, utf8Length } from "./json-limits.js";
 export { decisionSigner, decisionVerifier, keyIdOf, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";
 export { nextCallEvent, originOf, runEvent, type CallEventOrigin } from "./event-builders.js";
 export {

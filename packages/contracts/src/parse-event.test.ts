@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { eventId, type ToolgateEvent } from "./events.js";
 import { newCallId, newRunId } from "./ids.js";
-import { parseEvent, type ParsedEvent } from "./parse-event.js";
+import { MAX_EVENT_DEPTH, parseEvent, type ParsedEvent } from "./parse-event.js";
 
 const encoder = new TextEncoder();
 const LIMIT = 64 * 1024;
@@ -78,6 +78,18 @@ describe("parseEvent", () => {
     expect(rejection(parseEvent(bytes(text), LIMIT)).reason).toBe("invalid_json");
     const inKey = JSON.stringify(event).replace('"executor_id"', '"\\uDC00":1,"executor_id"');
     expect(rejection(parseEvent(bytes(inKey), LIMIT)).reason).toBe("invalid_json");
+  });
+
+  it("refuses an event nested deeper than any consumer may walk before parsing it, whatever else it holds", () => {
+    const nest = (depth: number) => `${"[".repeat(depth)}"\\ud800"${"]".repeat(depth)}`;
+    const withValue = (value: string) => JSON.stringify(startedEvent()).replace('"executor-1"', value);
+    // A lone surrogate 50,000 levels down: the surrogate check would recurse through all of them.
+    const deep = rejection(parseEvent(bytes(withValue(nest(50_000))), 1024 * 1024));
+    expect(deep).toEqual({ reason: "invalid_json", detail: `nests 50002 levels deep > limit ${MAX_EVENT_DEPTH}` });
+    // At the limit, the event is read (and refused only for what it is: here, not a string where one belongs).
+    expect(rejection(parseEvent(bytes(withValue(`${"[".repeat(MAX_EVENT_DEPTH - 2)}1${"]".repeat(MAX_EVENT_DEPTH - 2)}`)), LIMIT)).reason).toBe(
+      "invalid_envelope",
+    );
   });
 
   it("accepts escaped surrogate pairs and a literal backslash-u in a string", () => {

@@ -1,4 +1,5 @@
 import { ToolgateEventSchema, type ToolgateEvent } from "./events.js";
+import { jsonDepth } from "./json-limits.js";
 
 /** Why a message on the bus is not a valid event; services log it and drop the message, never crash. */
 export type EventRejection =
@@ -13,6 +14,11 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 /** A `\uD800`-`\uDFFF` escape: the only way a lone surrogate gets past the fatal UTF-8 decoder. */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 const LONE_SURROGATE = /\p{Cs}/u;
+/**
+ * The deepest event a consumer reads. Far beyond what the front doors let in (a request body nests at most 128
+ * levels), and far within what the recursive code behind (canonical JSON, hashing, validation) can walk.
+ */
+export const MAX_EVENT_DEPTH = 1_000;
 
 /**
  * Parses and validates one bus message. The size is checked before any parsing, so a huge payload costs
@@ -26,6 +32,8 @@ export function parseEvent(data: Uint8Array, maxBytes: number): ParsedEvent {
   let text: string;
   try {
     text = decoder.decode(data);
+    const depth = jsonDepth(text);
+    if (depth > MAX_EVENT_DEPTH) return { ok: false, rejection: { reason: "invalid_json", detail: `nests ${depth} levels deep > limit ${MAX_EVENT_DEPTH}` } };
     json = JSON.parse(text);
   } catch (error) {
     return { ok: false, rejection: { reason: "invalid_json", detail: (error as Error).message.slice(0, 200) } };

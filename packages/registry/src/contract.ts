@@ -16,6 +16,9 @@ const JsonSchemaObject = z.record(z.string(), z.unknown());
  */
 const StatusCheckSchema = z.object({ tool: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/) });
 
+/** The deepest nesting a contract may allow its arguments (`limits.max_depth`). */
+export const MAX_ARGUMENT_DEPTH = 64;
+
 /**
  * A tool contract: what the model needs (name, description, input schema) and what the runtime needs
  * (side-effect class, risk, permissions, approval, timeout, retries, idempotency, limits, sensitive
@@ -108,7 +111,7 @@ export const ToolContractSchema = z.object({
         .int()
         .min(2)
         .max(4 * 1024 * 1024),
-      max_depth: z.number().int().min(1).max(64),
+      max_depth: z.number().int().min(1).max(MAX_ARGUMENT_DEPTH),
     })
     .default({ max_argument_bytes: 16 * 1024, max_result_bytes: 256 * 1024, max_depth: 16 }),
   /** JSON pointers into the arguments whose values are redacted in logs and audit records. */

@@ -1,4 +1,4 @@
-export { ToolContractSchema, contractHash, type ToolContract, type ToolContractInput } from "./contract.js";
+export { ToolContractSchema, MAX_ARGUMENT_DEPTH, contractHash, type ToolContract, type ToolContractInput } from "./contract.js";
 export {
   ToolRegistry,
   ContractCompiler,
@@ -19,7 +19,7 @@ export {
   type ObjectResolver,
   type StatePrecheck,
 } from "./define-tool.js";
-export { jsonDepth, utf8Length } from "./json-limits.js";
+export { jsonDepth, utf8Length } from "@toolgate/contracts";
 export { JSON_POINTER_PATTERN, pointerTokens, pointerOf, resolvePointer, replaceAtPointers } from "./json-pointer.js";
 export { closeObjectSchemas, type Closure } from "./schema-closure.js";
 export { REDACTED, writes, resourceKeys, type ResourceRef, type KeyFacts } from "./tool-semantics.js";

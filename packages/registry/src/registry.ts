@@ -3,7 +3,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.
 import formatsModule from "ajv-formats";
 import { contractHash, ToolContractSchema, type ToolContract, type ToolContractInput } from "./contract.js";
 import { ContractError } from "./contract-error.js";
-import { utf8Length } from "./json-limits.js";
+import { utf8Length } from "@toolgate/contracts";
 import { closeObjectSchemas } from "./schema-closure.js";
 import { valueBounds, type JsonSchema } from "./schema-walk.js";
 import { compileKeyTemplate, redactArguments, redactResult, resourcesOf, writes, type KeyFacts, type ResourceRef } from "./tool-semantics.js";
