@@ -237,3 +237,140 @@ describe("property: random bytes at the HTTP endpoints", () => {
     expect(orchestratorErrors()).toEqual([]);
   });
 });
+
+/** JSON text of `depth` levels of nesting (arrays and objects in turn): built as text, as no JSON.stringify could. */
+function nestedText(depth: number): string {
+  const open: string[] = [];
+  const close: string[] = [];
+  for (let i = 0; i < depth; i++) {
+    open.push(i % 2 === 0 ? "[" : '{"a":');
+    close.push(i % 2 === 0 ? "]" : "}");
+  }
+  return `${open.join("")}1${close.reverse().join("")}`;
+}
+
+/** `body` as JSON text with the string `"$DEEP"` replaced by `deep` (JSON text) wherever it occurs. */
+const withDeep = (body: unknown, deep: string): Uint8Array => new TextEncoder().encode(JSON.stringify(body).replaceAll('"$DEEP"', deep));
+
+describe("deep and wide JSON at the front doors", () => {
+  it("refuses 10,000-deep arguments at every endpoint with a typed 400 (or ends the call INVALID_JSON), and logs it", async () => {
+    const deep = nestedText(10_000);
+    // OpenAI carries arguments as text: the deep value inside a JSON string.
+    const deepArgsText = JSON.stringify(`{"query":"agents sdk","source_type":"any","limit":3,"deep":${deep}}`);
+    const answers: [string, Answer][] = [
+      [
+        "host object",
+        await post("/v1/tool-calls", withDeep({ calls: [{ id: "deep-1", name: "search_sources", arguments: { ...ARGS, deep: "$DEEP" } }] }, deep)),
+      ],
+      ["host text", await post("/v1/tool-calls", withDeep({ calls: [{ id: "deep-2", name: "search_sources", arguments: "$DEEP" }] }, deepArgsText))],
+      ["run context", await post("/v1/runs", withDeep({ model: "scripted:c04-no-match", input: "hi", context: { deep: "$DEEP" } }, deep))],
+      [
+        "mcp",
+        await post(
+          "/mcp",
+          withDeep({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "search_sources", arguments: { ...ARGS, deep: "$DEEP" } } }, deep),
+          {
+            accept: "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-06-18",
+          },
+        ),
+      ],
+    ];
+    for (const provider of ["anthropic", "gemini"]) {
+      answers.push([
+        provider,
+        await post(
+          `/v1/providers/${provider}/tool-calls`,
+          withDeep({ response: providerResponse(provider, "deep-3", "search_sources", { ...ARGS, deep: "$DEEP" }) }, deep),
+        ),
+      ]);
+    }
+    for (const provider of ["openai-responses", "openai-chat"]) {
+      answers.push([
+        provider,
+        await post(
+          `/v1/providers/${provider}/tool-calls`,
+          withDeep({ response: providerResponse(provider, "deep-4", "search_sources", "$DEEP") }, deepArgsText),
+        ),
+      ]);
+    }
+    const refused = answers.filter(([, answer]) => answer.status === 400);
+    for (const [where, answer] of answers) {
+      if (answer.status === 400) {
+        expect((answer.body as { error: unknown }).error, where).toMatchObject({ code: "INVALID_REQUEST", details: { max_depth: 128 } });
+        continue;
+      }
+      // Deep arguments inside a string reach the contract, which refuses them; the call ends once.
+      const [callId] = acceptedCallIds(answer);
+      expect(callId, `${where}: ${JSON.stringify(answer.body).slice(0, 300)}`).toBeDefined();
+      const trail = await endedTrail(callId!);
+      const terminal = trail.filter((e) => TERMINAL.has(e.type));
+      expect(
+        terminal.map((e) => e.type),
+        where,
+      ).toEqual(["rejected"]);
+      expect((terminal[0]!.payload as { result: { error: { code: string } } }).result.error.code, where).toMatch(/^INVALID_(ARGUMENTS|JSON)$/);
+    }
+    // Every body refused before it was parsed (objects nested in the body itself), each with a log line.
+    expect(refused.map(([where]) => where)).toEqual(["host object", "run context", "mcp", "anthropic", "gemini"]);
+    const logged = stack
+      .process("orchestrator")
+      .logs()
+      .filter((l) => l.msg === "request refused: JSON nested too deep");
+    expect(logged.length).toBeGreaterThanOrEqual(refused.length);
+    expect(orchestratorErrors()).toEqual([]);
+  });
+
+  it("property: deep and wide JSON at every endpoint never answers 5xx, and every accepted call ends once", async () => {
+    // Depths around the limits (a contract's 16, the body's 128) and far beyond; widths up to a few thousand.
+    const depth = fc.oneof(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 120, max: 136 }), fc.integer({ min: 1_000, max: 20_000 }));
+    const deepValue = depth.map((d) => nestedText(d));
+    const wideValue = fc
+      .integer({ min: 1, max: 5_000 })
+      .map((n) => (n % 2 === 0 ? `[${Array(n).fill("1").join(",")}]` : `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(",")}}`));
+    const value = fc.oneof(deepValue, wideValue);
+    const where = fc.constantFrom("host object", "host text", "run context", "mcp", "anthropic", "gemini", "openai-responses", "openai-chat");
+    const accepted: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(where, value, async (at, json) => {
+        const args = { ...ARGS, deep: "$DEEP" };
+        const asText = JSON.stringify(`{"query":"agents sdk","source_type":"any","limit":3,"deep":${json}}`);
+        let answer: Answer;
+        switch (at) {
+          case "host object":
+            answer = await post("/v1/tool-calls", withDeep({ calls: [{ id: "p", name: "search_sources", arguments: args }] }, json));
+            break;
+          case "host text":
+            answer = await post("/v1/tool-calls", withDeep({ calls: [{ id: "p", name: "search_sources", arguments: "$DEEP" }] }, asText));
+            break;
+          case "run context":
+            answer = await post("/v1/runs", withDeep({ model: "scripted:c04-no-match", input: "hi", context: { deep: "$DEEP" } }, json));
+            break;
+          case "mcp":
+            answer = await post("/mcp", withDeep({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "search_sources", arguments: args } }, json), {
+              accept: "application/json, text/event-stream",
+              "mcp-protocol-version": "2025-06-18",
+            });
+            break;
+          case "anthropic":
+          case "gemini":
+            answer = await post(`/v1/providers/${at}/tool-calls`, withDeep({ response: providerResponse(at, "p", "search_sources", args) }, json));
+            break;
+          default:
+            answer = await post(`/v1/providers/${at}/tool-calls`, withDeep({ response: providerResponse(at, "p", "search_sources", "$DEEP") }, asText));
+        }
+        expect(answer.status, `${at}, ${json.length} bytes → ${JSON.stringify(answer.body).slice(0, 300)}`).toBeLessThan(500);
+        accepted.push(...acceptedCallIds(answer));
+      }),
+      { numRuns: 60 },
+    );
+    for (const callId of accepted) {
+      const trail = await endedTrail(callId);
+      expect(
+        trail.filter((e) => TERMINAL.has(e.type)).map((e) => e.type),
+        callId,
+      ).toHaveLength(1);
+    }
+    expect(orchestratorErrors()).toEqual([]);
+  });
+});

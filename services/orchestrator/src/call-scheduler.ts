@@ -1,6 +1,6 @@
 import type { EventBus } from "@toolgate/bus";
 import { canonicalHash, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
-import { resourceKeys, type ToolRegistry } from "@toolgate/registry";
+import { jsonDepth, MAX_ARGUMENT_DEPTH, resourceKeys, type ToolRegistry } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { ResourceLocks } from "./resource-locks.js";
 import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
@@ -31,21 +31,28 @@ export function callTraits(registry: ToolRegistry, toolName: string, argumentsJs
       signature: canonicalHash({ tool: toolName, args: checked.arguments }),
     };
   }
+  return { write: false, resources: [], signature: refusedSignature(toolName, argumentsJson) };
+}
+
+/**
+ * The signature of arguments no contract accepts: of their parsed value where that is safe to walk (so that
+ * the same call sent twice with other spacing is the same call), else of their text — never recursing
+ * through a value nested deeper than any contract allows.
+ */
+function refusedSignature(toolName: string, argumentsJson: string): string {
+  const raw = () => canonicalHash({ tool: toolName, raw: argumentsJson });
+  if (jsonDepth(argumentsJson) > MAX_ARGUMENT_DEPTH) return raw();
   let args: unknown;
   try {
     args = JSON.parse(argumentsJson);
   } catch {
-    args = undefined;
+    return raw();
   }
-  const signature = args === undefined ? canonicalHash({ tool: toolName, raw: argumentsJson }) : safeHash({ tool: toolName, args });
-  return { write: false, resources: [], signature };
-}
-
-function safeHash(value: unknown): string {
   try {
-    return canonicalHash(value);
+    return canonicalHash({ tool: toolName, args });
   } catch {
-    return canonicalHash(JSON.stringify(value) ?? "");
+    // A value canonical JSON cannot hold (a lone surrogate, say): hashed as JSON text.
+    return canonicalHash(JSON.stringify({ tool: toolName, args }));
   }
 }
 

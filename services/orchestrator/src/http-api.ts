@@ -14,7 +14,7 @@ import { StartRunSchema, SubmitCallsSchema, SubmitProviderResponseSchema, WaitQu
 import { exportTools, formatResults, parseToolCalls, PROVIDERS, type ParsedToolCall, type ProviderName } from "@toolgate/providers";
 import { openApiDocument } from "./openapi.js";
 import { provenanceOf } from "./transcript.js";
-import type { ToolRegistry } from "@toolgate/registry";
+import { jsonDepth, MAX_ARGUMENT_DEPTH, type ToolRegistry } from "@toolgate/registry";
 import type { HostSubmission } from "./host-calls.js";
 import { HostCallConflictError } from "./host-call-keys.js";
 import { IDEMPOTENCY_HEADER, parseIdempotencyKey, principalScope, requestFingerprint, type HostIdempotency, type KeyDecision } from "./host-idempotency.js";
@@ -27,6 +27,21 @@ declare module "fastify" {
     principal?: Principal;
     /** The place of a request that creates work (see {@link Admission}). */
     admission?: AdmissionTicket;
+  }
+}
+
+/**
+ * The deepest JSON body the API reads: arguments nested as deep as a contract may allow, inside any provider's
+ * envelope, with room to spare. Measured on the text before it is parsed, so that no code on a request's path
+ * (zod, hashing, canonical JSON) ever recurses through a deeper value.
+ */
+export const MAX_BODY_DEPTH = 2 * MAX_ARGUMENT_DEPTH;
+
+/** A body nested deeper than {@link MAX_BODY_DEPTH}: answered 400 before it is parsed. */
+class BodyTooDeepError extends Error {
+  readonly statusCode = 400;
+  constructor() {
+    super(`the request's JSON nests deeper than ${MAX_BODY_DEPTH} levels`);
   }
 }
 
@@ -82,6 +97,14 @@ export function orchestratorApi(deps: {
   logger: Logger;
 }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
+  // Fastify's own JSON parser (prototype-poisoning checks included), once the body's depth has been checked.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (jsonDepth(text) > MAX_BODY_DEPTH) return done(new BodyTooDeepError(), undefined);
+    void parseJson(request, text, done);
+  });
 
   app.addHook("onRequest", async (request, reply) => {
     if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json") return;
@@ -141,6 +164,10 @@ export function orchestratorApi(deps: {
   app.addHook("onRequestAbort", (request, done) => giveBack(request, undefined, done));
 
   app.setErrorHandler(async (error: { statusCode?: number }, request, reply) => {
+    if (error instanceof BodyTooDeepError) {
+      deps.logger.info({ method: request.method, url: request.url, max_depth: MAX_BODY_DEPTH }, "request refused: JSON nested too deep");
+      return apiError(reply, 400, "INVALID_REQUEST", error.message, { max_depth: MAX_BODY_DEPTH });
+    }
     if (error.statusCode !== undefined && error.statusCode < 500)
       return apiError(reply, error.statusCode, "INVALID_REQUEST", "the request could not be read as JSON within the size limit");
     const failure = classifyFailure(error);
