@@ -54,6 +54,16 @@ describe("C04 research agent", () => {
     const calls = [...byCall(trace).values()];
     expect(calls.map((c) => c.tool)).toEqual(["search_sources", "fetch_document", "save_evidence"]);
     for (const call of calls) expect(call.types).toEqual(["proposed", "authorized", "started", "completed", "result_attached"]);
+    // The envelope names the contract and the normalized arguments from policy's decision on (the README's rule):
+    // `proposed` comes before either exists, and carries the tool's name and the raw arguments in its payload.
+    for (const call of calls) {
+      const [proposed, ...decided] = call.events;
+      expect([proposed!.tool, proposed!.args_hash]).toEqual([undefined, undefined]);
+      const authorized = decided[0]!;
+      expect(authorized.tool).toMatchObject({ name: call.tool, version: expect.any(String), hash: expect.stringMatching(/^sha256:/) });
+      expect(authorized.args_hash).toMatch(/^sha256:[0-9a-f]{64}$/);
+      for (const event of decided) expect([event.type, event.tool, event.args_hash]).toEqual([event.type, authorized.tool, authorized.args_hash]);
+    }
 
     const [search, fetch, save] = calls.map(
       (c) => c.events.find((e) => e.type === "completed")!.payload.result as { ok: boolean; data: Record<string, unknown> },
@@ -87,6 +97,8 @@ describe("C04 research agent", () => {
     const run = await stack.runToEnd("scripted:c04-invalid-limit", INPUT, { task_id: TASK });
     const [call] = [...byCall(await stack.trace(run.run_id)).values()];
     expect(call!.types).toEqual(["proposed", "rejected", "result_attached"]);
+    // Refused before any contract accepted its arguments: no event of it names a contract or an argument hash.
+    for (const event of call!.events) expect([event.type, event.tool, event.args_hash]).toEqual([event.type, undefined, undefined]);
     const result = call!.events[1]!.payload.result as { error: { code: string; details: { violations: { pointer: string }[] } }; retryable: boolean };
     expect(result.error.code).toBe("INVALID_ARGUMENTS");
     expect(result.error.details.violations.map((v) => v.pointer)).toEqual(["/limit"]);
