@@ -93,7 +93,9 @@ export class CallOutcomes {
     const completes = active !== undefined && this.#deps.player.turnComplete(active);
     // The next turn starts now, alongside the attach (which lands before this event is acknowledged).
     if (completes) this.#deps.player.advance(active);
-    const [attached] = await Promise.all([store.attachResult(attach), recorded]);
+    const attaching = store.attachResult(attach);
+    if (answerFirst) waiters.attaching(call._id, attaching);
+    const [attached] = await Promise.all([attaching, recorded]);
     if (attached === "duplicate") {
       const first = await store.getResult(call._id);
       if (first && first.terminal !== event.type)

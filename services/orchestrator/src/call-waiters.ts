@@ -11,6 +11,8 @@ type Listener = (result: ResultEnvelope) => void;
  */
 export class CallWaiters {
   readonly #waiting = new Map<CallId, Set<Listener>>();
+  /** Attaches being stored of outcomes already answered (see {@link attaching}). */
+  readonly #attaching = new Map<CallId, Promise<unknown>>();
   readonly #store: RunStore;
   readonly #pollMs: number;
   readonly #watch: Subscription;
@@ -41,6 +43,25 @@ export class CallWaiters {
   }
 
   /**
+   * Says that the outcome of `callId`, already given to its waiters, is being stored by `write`. A request that
+   * asks for it in between — registered too late to be told, too early to find it stored — waits for this write
+   * instead of for its whole timeout (see {@link storedResult}).
+   */
+  attaching(callId: CallId, write: Promise<unknown>): void {
+    this.#attaching.set(callId, write);
+    const done = () => {
+      if (this.#attaching.get(callId) === write) this.#attaching.delete(callId);
+    };
+    write.then(done, done);
+  }
+
+  /** The stored result of `callId`, once an attach of it this process has in flight has settled. */
+  async storedResult(callId: CallId): ReturnType<RunStore["getResult"]> {
+    await this.#attaching.get(callId)?.catch(() => undefined);
+    return this.#store.getResult(callId);
+  }
+
+  /**
    * Starts listening for the results of `callIds` (before they are published, so none is missed); the
    * returned handle waits for them and must be waited on once, which also stops the listening. With
    * `storedFirst`, the first wait reads the results already stored before it waits (calls that may have ended
@@ -65,7 +86,7 @@ export class CallWaiters {
     const poll = async (): Promise<void> => {
       for (const id of callIds) {
         if (results.has(id)) continue;
-        const stored = await this.#store.getResult(id);
+        const stored = await this.storedResult(id);
         if (stored) accept(id)(stored.result);
       }
     };

@@ -304,7 +304,7 @@ export function orchestratorApi(deps: {
   async function currentResults(callIds: readonly CallId[], waitMs: number): Promise<Map<CallId, ResultEnvelope>> {
     const results = new Map<CallId, ResultEnvelope>();
     const read = async (ids: readonly CallId[]) => {
-      for (const stored of await Promise.all(ids.map((id) => deps.store.getResult(id)))) if (stored) results.set(stored._id, stored.result);
+      for (const stored of await Promise.all(ids.map((id) => deps.waiters.storedResult(id)))) if (stored) results.set(stored._id, stored.result);
     };
     await read(callIds);
     let missing = callIds.filter((id) => !results.has(id));
@@ -625,7 +625,8 @@ export function orchestratorApi(deps: {
     // A long poll: one request per outcome instead of one per polling interval (registered before the read,
     // so an outcome attached in between is not missed).
     if (query.data.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.data.wait_ms);
-    const result = await deps.store.getResult(call._id);
+    // Told of the outcome before its attach landed: the answer waits for that write, not for the next poll.
+    const result = await deps.waiters.storedResult(call._id);
     return {
       call_id: call._id,
       run_id: call.run_id,
