@@ -268,7 +268,8 @@ class Load {
         const result = (answer.body as { results?: { call_id: string; status: string }[] }).results?.[0];
         if (result) {
           record.callIds.add(result.call_id);
-          if (TERMINAL.has(result.status)) {
+          // A host submission answers "done" for a call that ended (GET /v1/tool-calls/:id names how it ended).
+          if (result.status === "done" || TERMINAL.has(result.status)) {
             record.status = result.status;
             record.endedAt = Date.now();
             return;
