@@ -34,7 +34,8 @@ export interface AuditedEvent {
     run_id: string;
     seq: number;
     time: string;
-    tool?: { name: string };
+    tool?: { name: string; version: string; hash: string };
+    args_hash?: string;
     payload: Record<string, unknown>;
   };
 }
