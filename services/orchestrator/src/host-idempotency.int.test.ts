@@ -100,6 +100,52 @@ it("tells a retry in flight while the submission outlasts the wait, and sends on
   expect(await idempotency.begin(request("failing"))).toMatchObject({ kind: "execute", takenOver: true });
 });
 
+it("sends a retry that joined a submission which then failed to the store only once its release has landed", async () => {
+  // The store as the orchestrator uses it, with the order of its commands written down.
+  const order: string[] = [];
+  const recorded = new Proxy(store, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== "function") return value;
+      const method = value as (...a: unknown[]) => Promise<unknown>;
+      return async (...args: unknown[]): Promise<unknown> => {
+        order.push(`${String(prop)} begins`);
+        try {
+          return await method.apply(target, args);
+        } finally {
+          order.push(`${String(prop)} ends`);
+        }
+      };
+    },
+  });
+  const keys = new HostIdempotency({
+    store: recorded,
+    owner: "test",
+    leaseMs: 60_000,
+    retentionMs: 60_000,
+    purgeMs: 60_000,
+    joinWaitMs: 30_000,
+    logger: createLogger({ service: "test", level: "silent" }),
+  });
+  try {
+    const first = await keys.begin(request("released"));
+    if (first.kind !== "execute") throw new Error("not claimed");
+    let fail!: (error: Error) => void;
+    const work = new Promise<{ runId: string; callIds: string[] }>((_, reject) => (fail = reject));
+    keys.submitting(first.record, work);
+    // As the API does: a submission that fails releases its key.
+    work.catch(() => keys.fail(first.record));
+    order.length = 0;
+    const retry = keys.begin(request("released"));
+    fail(new Error("NATS unreachable"));
+    // Read before the release landed, the key would still be claimed for a minute: the retry would be told 409.
+    expect(await retry).toMatchObject({ kind: "execute", takenOver: true });
+    expect(order.slice(0, 3)).toEqual(["fail begins", "fail ends", "claim begins"]);
+  } finally {
+    keys.close();
+  }
+});
+
 it("answers a later retry of a submission this process made from memory, without a round trip to the store", async () => {
   const first = await idempotency.begin(request("remembered"));
   if (first.kind !== "execute") throw new Error("not claimed");

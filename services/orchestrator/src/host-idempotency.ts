@@ -104,6 +104,8 @@ export class HostIdempotency {
   readonly #submitting = new Map<string, { record: RequestKeyRecord; work: Promise<{ runId: string; callIds: string[] }> }>();
   /** Submissions this process made, oldest first: what the store holds for them, kept until their retention ends. */
   readonly #submitted = new Map<string, RequestKeyRecord>();
+  /** Releases and stored refusals of keys on their way to the store (see {@link #settle}). */
+  readonly #settling = new Map<string, Promise<unknown>>();
 
   constructor(options: HostIdempotencyOptions) {
     this.#options = options;
@@ -229,7 +231,12 @@ export class HostIdempotency {
       ),
       new Promise<"waiting">((resolve) => (timer = setTimeout(() => resolve("waiting"), this.#options.joinWaitMs ?? 1_500))),
     ]).finally(() => clearTimeout(timer));
-    if (waited === undefined) return undefined;
+    // The submission failed: its release (or its refusal, to replay) is on its way to the store. Read after it
+    // lands, the key is free (or answered) — read before, it would still say in flight, and the retry wait again.
+    if (waited === undefined) {
+      await this.#settling.get(id);
+      return undefined;
+    }
     if (waited === "waiting") return { kind: "in_flight", retryAfterS: 1 };
     return { kind: "replay", record: { ...entry.record, state: "submitted", run_id: waited.ids.runId, call_ids: waited.ids.callIds } };
   }
@@ -243,14 +250,32 @@ export class HostIdempotency {
 
   /** Stores the response a retry replays. Throws when the store is unreachable. */
   complete(record: RequestKeyRecord, response: { status: number; body: unknown }, ids?: { runId: string; callIds: string[] }): Promise<void> {
-    return this.#options.store.complete(record, response, ids);
+    const stored = this.#options.store.complete(record, response, ids);
+    this.#settle(record, stored);
+    return stored;
   }
 
   /** Releases the key to the next request with it (the work was not created, or is not known to be). */
   fail(record: RequestKeyRecord): void {
-    this.#options.store
-      .fail(record)
-      .catch((error: unknown) => this.#options.logger.warn({ err: error }, "idempotency key not released; a retry takes it over after its lease"));
+    this.#settle(
+      record,
+      this.#options.store
+        .fail(record)
+        .catch((error: unknown) => this.#options.logger.warn({ err: error }, "idempotency key not released; a retry takes it over after its lease")),
+    );
+  }
+
+  /** Remembers a write that settles `record`'s key until it lands, for the retries that joined its submission. */
+  #settle(record: RequestKeyRecord, write: Promise<unknown>): void {
+    const id = joinKey(record.scope, record.key);
+    const landed = write.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#settling.set(id, landed);
+    void landed.then(() => {
+      if (this.#settling.get(id) === landed) this.#settling.delete(id);
+    });
   }
 
   close(): void {
