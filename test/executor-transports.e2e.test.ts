@@ -212,13 +212,17 @@ describe("MCP tools", () => {
     );
     expect(refused).toMatchObject({ ok: false, error: { code: "TOOL_DISABLED" } });
     // The executor records the quarantine for operators behind the refusal: waited for, not raced.
-    const record = await waitFor(() => mongo.db(`${stack.name}_runtime`).collection("mcp_quarantines").findOne({ server: "mutable" }), {
-      timeoutMs: 10_000,
-      description: "the quarantine's record",
-    });
+    // (A missing record is `null`, which waitFor would take for an answer: it waits for `undefined` to change.)
+    const record = await waitFor(
+      async () => (await mongo.db(`${stack.name}_runtime`).collection("mcp_quarantines").findOne({ server: "mutable" })) ?? undefined,
+      {
+        timeoutMs: 10_000,
+        description: "the quarantine's record",
+      },
+    );
     expect(record).toMatchObject({ tool: "greet", expected: MUTABLE_GREET_DEFINITION_HASH });
-    expect(record!.observed).toMatch(/^sha256:/);
-    expect(record!.observed).not.toBe(MUTABLE_GREET_DEFINITION_HASH);
+    expect(record.observed).toMatch(/^sha256:/);
+    expect(record.observed).not.toBe(MUTABLE_GREET_DEFINITION_HASH);
     // Still quarantined on the next call: a definition change is never forgotten without a new approval.
     expect((await callTool(stack, "chaos_mcp_greet", { name: "Bo" })).result).toMatchObject({ ok: false, error: { code: "TOOL_DISABLED" } });
     const echo = await callTool(stack, "everything_echo", { message: "still here" });
