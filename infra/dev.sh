@@ -56,7 +56,7 @@ ensure_nats_binary() {
   GOBIN="$BIN" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION" || die "could not build nats-server $NATS_VERSION"
 }
 
-# Starts one nats-server from a configuration in infra/nats/ unless its client port already answers (a server
+# Starts one nats-server from a configuration (a path) unless its client port already answers (a server
 # this script started before); the environment names the node, its ports and its store.
 start_nats_node() {
   local name="$1" conf="$2" port="$3" http="$4"
@@ -66,7 +66,7 @@ start_nats_node() {
   mkdir -p "$STATE/$name"
   env TOOLGATE_NATS_NAME="$name" TOOLGATE_NATS_LISTEN="127.0.0.1:$port" TOOLGATE_NATS_HTTP="127.0.0.1:$http" \
     TOOLGATE_NATS_STORE_DIR="$STATE/$name" "$@" \
-    nohup "$BIN/nats-server" -c "$ROOT/infra/nats/$conf" >"$STATE/$name.log" 2>&1 &
+    nohup "$BIN/nats-server" -c "$conf" >"$STATE/$name.log" 2>&1 &
   echo $! >"$STATE/$name.pid"
 }
 
@@ -80,14 +80,29 @@ wait_nats_ready() {
   die "nats-server $name is not healthy after 30 s; see $STATE/$name.log"
 }
 
+# The dev server's identities (once): an nkey per service, subscriber and operator, each held by the server to
+# its subject permissions under any prefix (every test stack has its own), and the server configuration that
+# lists them. Connections without credentials — local tools and tests watching the bus — get every right on
+# this development server only; the services started here (demo, tests, benchmarks) connect with their own
+# identities, so a service that publishes a transition it does not own is refused in every test.
+NATS_AUTH="$STATE/nats-auth"
+ensure_nats_identities() {
+  [ -f "$NATS_AUTH/nats-auth.conf" ] && return
+  log "creating the dev server's NATS identities in $NATS_AUTH"
+  (cd "$ROOT" && pnpm exec tsc -b packages/cli)
+  node "$ROOT/packages/cli/dist/cli.js" nats-auth --out "$NATS_AUTH" --include ../../nats/server.conf --prefix '*' --local-tools
+}
+
 ensure_nats() {
   ensure_nats_binary
-  start_nats_node nats server.conf "$NATS_PORT" "$((NATS_PORT + 4000))"
+  ensure_nats_identities
+  start_nats_node nats "$NATS_AUTH/nats-auth.conf" "$NATS_PORT" "$((NATS_PORT + 4000))"
   wait_nats_ready nats "$((NATS_PORT + 4000))"
   NATS_URL="nats://127.0.0.1:$NATS_PORT"
   # Not listed for the sync guard: the single dev server flushes on the default interval (infra/nats/jetstream-dev.conf).
   NATS_MONITOR_URL=""
   STREAM_REPLICAS=1
+  NATS_SEEDS="$NATS_AUTH/nats-seeds.env"
 }
 
 ensure_nats_cluster() {
@@ -95,7 +110,7 @@ ensure_nats_cluster() {
   local routes=() urls=() monitors=() i
   for i in 0 1 2; do routes+=("TOOLGATE_NATS_ROUTE_$((i + 1))=nats-route://127.0.0.1:$((CLUSTER_PORT + 2000 + i))"); done
   for i in 0 1 2; do
-    start_nats_node "nats-$((i + 1))" cluster-node.conf "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
+    start_nats_node "nats-$((i + 1))" "$ROOT/infra/nats/cluster-node.conf" "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
       TOOLGATE_NATS_CLUSTER_LISTEN="127.0.0.1:$((CLUSTER_PORT + 2000 + i))" "${routes[@]}"
     urls+=("nats://127.0.0.1:$((CLUSTER_PORT + i))")
     monitors+=("http://127.0.0.1:$((CLUSTER_PORT + 4000 + i))")
@@ -104,6 +119,7 @@ ensure_nats_cluster() {
   NATS_URL="$(IFS=,; echo "${urls[*]}")"
   NATS_MONITOR_URL="$(IFS=,; echo "${monitors[*]}")"
   STREAM_REPLICAS=3
+  NATS_SEEDS=""
 }
 
 ensure_postgres() {
@@ -192,7 +208,7 @@ up() {
   command -v curl >/dev/null || apt_install curl
   if [ "$CLUSTER" = 1 ]; then ensure_nats_cluster; else ensure_nats; fi
   ensure_ferretdb
-  export TOOLGATE_TEST_NATS_URL="$NATS_URL" TOOLGATE_TEST_MONGO_URL="$MONGO_URL"
+  export TOOLGATE_TEST_NATS_URL="$NATS_URL" TOOLGATE_TEST_MONGO_URL="$MONGO_URL" TOOLGATE_TEST_NATS_SEEDS="$NATS_SEEDS"
   export NATS_URL MONGO_URL STREAM_REPLICAS NATS_MONITOR_URL
 }
 
@@ -208,7 +224,7 @@ set -- "${rest[@]+"${rest[@]}"}"
 case "$cmd" in
   up)
     up
-    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS NATS_MONITOR_URL=$NATS_MONITOR_URL"
+    echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL TOOLGATE_TEST_NATS_SEEDS=$NATS_SEEDS NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS NATS_MONITOR_URL=$NATS_MONITOR_URL"
     ;;
   test)
     # The suite's tests connect to one server; the cluster's faults are the chaos suite's (`chaos --cluster`).

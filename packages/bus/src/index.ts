@@ -25,3 +25,15 @@ export {
   type NatsGuard,
   type NatsRefusal,
 } from "./server-guards.js";
+export {
+  NATS_ROLES,
+  natsPermissions,
+  generateNatsIdentities,
+  natsAuthorizationConfig,
+  seedAuthenticator,
+  parseNatsSeeds,
+  type NatsRole,
+  type NatsIdentity,
+  type NatsPermissions,
+  type AuthorizationOptions,
+} from "./nats-identities.js";

@@ -24,6 +24,7 @@ import { parseEvent, sha256, type CallEventType, type EventRejection, type RunEv
 import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
+import { seedAuthenticator } from "./nats-identities.js";
 import { readMonitoredServers, streamSettingsRefusals, syncRefusals, versionRefusal, type NatsRefusal } from "./server-guards.js";
 
 /**
@@ -52,6 +53,11 @@ export interface NatsEventBusOptions {
   /** Connection name shown by the server (service and instance). */
   name: string;
   subjects: SubjectCatalogue;
+  /**
+   * The service's NATS identity (an nkey seed, `SU…`): the server then holds the connection to that identity's
+   * subject permissions ({@link natsPermissions}). Without it the connection is anonymous.
+   */
+  nkeySeed?: string;
   /** Messages above this size are refused before parsing. */
   maxEventBytes: number;
   stream: StreamSettings;
@@ -209,6 +215,7 @@ export class NatsEventBus implements EventBus {
     const nc = await connect({
       servers: options.servers.split(","),
       name: options.name,
+      ...(options.nkeySeed ? { authenticator: seedAuthenticator(options.nkeySeed) } : {}),
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
       pingInterval: PING_INTERVAL_MS,

@@ -4,7 +4,10 @@
  * their options and the environment variables they read. Exit codes: 0 done, 1 the command failed, 2 the
  * command line or the environment is wrong (an unknown option, a missing argument or variable).
  */
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
+import { generateNatsIdentities, natsAuthorizationConfig, seedAuthenticator } from "@toolgate/bus";
 import { parseEvent, subjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { parseCommandLine, usage, UsageError } from "./command-line.js";
 
@@ -116,9 +119,12 @@ export function describeEvent(event: ToolgateEvent): string {
 async function tail(): Promise<void> {
   const subjects = subjectCatalogue(env.TOOLGATE_SUBJECT_PREFIX ?? "toolgate");
   const servers = env.NATS_URL ?? "nats://127.0.0.1:4222";
-  const nc = await connect({ servers: servers.split(","), timeout: 5_000 }).catch((error: unknown) => {
-    throw new CliError(`cannot reach NATS at ${servers} (NATS_URL): ${(error as Error).message}`);
-  });
+  const seed = env.NATS_NKEY_SEED;
+  const nc = await connect({ servers: servers.split(","), timeout: 5_000, ...(seed ? { authenticator: seedAuthenticator(seed) } : {}) }).catch(
+    (error: unknown) => {
+      throw new CliError(`cannot reach NATS at ${servers} (NATS_URL): ${(error as Error).message}`);
+    },
+  );
   const call = typeof flags.call === "string" ? flags.call : undefined;
   const run = typeof flags.run === "string" ? flags.run : undefined;
   const filter = call ? subjects.oneCall(call) : `${subjects.prefix}.>`;
@@ -238,7 +244,32 @@ async function main(): Promise<void> {
     }
     case "tail":
       return tail();
+    case "nats-auth":
+      return natsAuth();
   }
+}
+
+/**
+ * Writes `nats-auth.conf` (the server's `authorization` block, including the configuration given) and
+ * `nats-seeds.env` (`TOOLGATE_NATS_SEED_<ROLE>=SU…` for each role, readable by its owner only). The seeds are
+ * secrets: hand each process only its own, as `NATS_NKEY_SEED`.
+ */
+function natsAuth(): void {
+  if (typeof flags.out !== "string") throw new UsageError("--out is required");
+  const prefix = typeof flags.prefix === "string" ? flags.prefix : "toolgate";
+  if (prefix !== "*" && !/^[a-z][a-z0-9_-]{0,31}$/.test(prefix)) throw new UsageError(`--prefix ${prefix} is not a subject prefix`);
+  const conf = join(flags.out, "nats-auth.conf");
+  const seeds = join(flags.out, "nats-seeds.env");
+  for (const file of [conf, seeds]) if (existsSync(file)) throw new CliError(`${file} exists; delete it to create new identities`);
+  const identities = generateNatsIdentities();
+  const include = typeof flags.include === "string" ? `include ${JSON.stringify(flags.include)}\n` : "";
+  mkdirSync(flags.out, { recursive: true });
+  writeFileSync(
+    conf,
+    `# Written by toolgate nats-auth.\n${include}${natsAuthorizationConfig(identities, { prefix, openToLocalTools: flags["local-tools"] === true })}`,
+  );
+  writeFileSync(seeds, identities.map(({ role, seed }) => `TOOLGATE_NATS_SEED_${role.toUpperCase()}=${seed}\n`).join(""), { mode: 0o600 });
+  console.error(`wrote ${conf} and ${seeds}`);
 }
 
 main().catch((error: unknown) => {

@@ -87,7 +87,19 @@ export const COMMANDS: readonly CommandSpec[] = [
       call: { type: "string", value: "call_id", help: "only the events of this call" },
       json: JSON_OPTION,
     },
-    env: ["NATS_URL (default nats://127.0.0.1:4222)", "TOOLGATE_SUBJECT_PREFIX (default toolgate)"],
+    env: ["NATS_URL (default nats://127.0.0.1:4222)", "TOOLGATE_SUBJECT_PREFIX (default toolgate)", "NATS_NKEY_SEED (a subscriber's identity)"],
+  },
+  {
+    name: "nats-auth",
+    args: [],
+    summary: "create an NATS identity per service, subscriber and operator, and the server configuration that holds each to its rights",
+    options: {
+      out: { type: "string", value: "dir", help: "where to write nats-auth.conf and nats-seeds.env (required; refused when they exist)" },
+      include: { type: "string", value: "path", help: "a server configuration for nats-auth.conf to include, relative to dir" },
+      prefix: { type: "string", value: "prefix", help: "the subject prefix the permissions name (default toolgate; * for every prefix)" },
+      "local-tools": { type: "boolean", help: "development only: connections without credentials get every right" },
+    },
+    env: [],
   },
 ];
 

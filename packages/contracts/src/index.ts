@@ -54,6 +54,7 @@ export {
   type CallEventOf,
   type RunEventOf,
 } from "./events.js";
+export { CALL_EVENT_OWNERS, RUN_EVENT_OWNERS } from "./event-owners.js";
 export { parseEvent, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
 export { jsonDepth, utf8Length } from "./json-limits.js";
 export { decisionSigner, decisionVerifier, keyIdOf, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";

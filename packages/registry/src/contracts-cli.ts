@@ -3,6 +3,7 @@
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
 import { benchmarkValidation, type ValidationCase } from "./bench-validation.js";
+import type { Authenticator } from "@nats-io/nats-core";
 import { ContractCatalog, type CatalogConnection } from "./contract-catalog.js";
 import { loadContractFiles, loadContractModule, type SourcedContract } from "./contract-files.js";
 import { lintContracts } from "./contract-lint.js";
@@ -228,13 +229,16 @@ function delegateImport(args: readonly string[]): Promise<number> {
 /** The NATS client is loaded only by `publish`, so linting and benchmarks need no NATS package. */
 async function connectNats(url: string): Promise<CatalogConnection & { close(): Promise<void> }> {
   const specifier = "@nats-io/transport-node";
-  let transport: { connect(options: { servers: string[]; name: string }): Promise<CatalogConnection & { close(): Promise<void> }> };
+  let transport: {
+    connect(options: { servers: string[]; name: string; authenticator?: Authenticator }): Promise<CatalogConnection & { close(): Promise<void> }>;
+  };
   try {
     transport = (await import(specifier)) as typeof transport;
   } catch (error) {
     throw new ContractError(`publish needs ${specifier} installed next to @toolgate/registry`, { cause: error });
   }
-  return transport.connect({ servers: url.split(","), name: "toolgate-contracts" });
+  const { operatorIdentity } = await import("./operator-identity.js");
+  return transport.connect({ servers: url.split(","), name: "toolgate-contracts", ...operatorIdentity() });
 }
 
 main(process.argv.slice(2)).then(

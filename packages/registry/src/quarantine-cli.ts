@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { HashSchema } from "@toolgate/contracts";
 import { ContractCatalog, type QuarantineEntry } from "./contract-catalog.js";
+import { operatorIdentity } from "./operator-identity.js";
 
 const USAGE = `usage: toolgate-contracts quarantine <list | approve <tool name> <definition hash>> --nats <url> [options]
 
@@ -49,7 +50,7 @@ export async function quarantineCommand(argv: readonly string[]): Promise<number
       return 2;
     }
   }
-  const nc = await connect({ servers: values.nats.split(","), name: "toolgate-contracts-quarantine" });
+  const nc = await connect({ servers: values.nats.split(","), name: "toolgate-contracts-quarantine", ...operatorIdentity() });
   try {
     const catalog = await ContractCatalog.connect(nc, {
       resyncIntervalMs: 0,

@@ -17,6 +17,15 @@ const int = (min: number, max: number) => z.coerce.number().int().min(min).max(m
 export const baseEnvShape = {
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
   /**
+   * This service's NATS identity: the nkey seed (`SU…`) whose public key the server's configuration lists with the
+   * service's subject permissions (`toolgate-nats-auth`). A secret; without it the connection is anonymous, which
+   * only a development server admits.
+   */
+  NATS_NKEY_SEED: z
+    .string()
+    .regex(/^SU[A-Z2-7]{56}$/, "an nkey user seed (SU…)")
+    .optional(),
+  /**
    * Monitoring URLs of the NATS servers (`http://host:8222`, comma-separated): the only place a client can read
    * whether a server syncs every write. Required when the servers are clustered.
    */

@@ -29,6 +29,7 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
   const bus = await NatsEventBus.connect({
     servers: config.NATS_URL,
     name: `toolgate-${service}-${config.INSTANCE_ID}`,
+    ...(config.NATS_NKEY_SEED ? { nkeySeed: config.NATS_NKEY_SEED } : {}),
     subjects,
     maxEventBytes: config.MAX_EVENT_BYTES,
     stream: { replicas: config.STREAM_REPLICAS, maxAgeMs: config.STREAM_MAX_AGE_MS, duplicateWindowMs: config.STREAM_DUPLICATE_WINDOW_MS },

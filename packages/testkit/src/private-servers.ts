@@ -1,10 +1,11 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
+import { generateNatsIdentities, natsAuthorizationConfig, type NatsRole } from "@toolgate/bus";
 import { REPO_ROOT } from "./service-process.js";
 
 /**
@@ -83,8 +84,8 @@ interface NatsNodeSettings {
   serverName: string;
   port: number;
   httpPort: number;
-  /** A configuration file in infra/nats/. */
-  config: "server.conf" | "cluster-node.conf";
+  /** A configuration file in infra/nats/, or the path of one elsewhere. */
+  config: "server.conf" | "cluster-node.conf" | { path: string };
   env: Record<string, string>;
 }
 
@@ -144,7 +145,7 @@ export class PrivateNatsNode extends PrivateServer {
 
   protected spawn(): ChildProcess {
     const { serverName, port, httpPort, config, env } = this.#settings;
-    return spawn(this.#binary, ["-c", join(REPO_ROOT, "infra/nats", config)], {
+    return spawn(this.#binary, ["-c", typeof config === "string" ? join(REPO_ROOT, "infra/nats", config) : config.path], {
       env: {
         ...process.env,
         TOOLGATE_NATS_NAME: serverName,
@@ -165,10 +166,33 @@ export class PrivateNatsNode extends PrivateServer {
 
 /** A single JetStream nats-server (infra/nats/server.conf) on free ports. */
 export class PrivateNats extends PrivateNatsNode {
-  /** Starts the server and waits until JetStream is up. Throws when infra/.bin/nats-server is missing. */
-  static async start(): Promise<PrivateNats> {
+  /** The identities' seeds by role, when the server was started with identities. */
+  seeds: Partial<Record<NatsRole, string>> = {};
+
+  /**
+   * Starts the server and waits until JetStream is up. Throws when infra/.bin/nats-server is missing. With
+   * `identities`, the server admits only the identities it creates (`seeds`, one per role, each held to its
+   * subject permissions under any prefix); `"local-tools"` also lets connections without credentials in with
+   * every right, as the dev server does.
+   */
+  static async start(options: { identities?: "only" | "local-tools" } = {}): Promise<PrivateNats> {
     const [port, httpPort] = await freePorts(2);
-    const server = new PrivateNats({ serverName: "private", port: port!, httpPort: httpPort!, config: "server.conf", env: {} });
+    let config: NatsNodeSettings["config"] = "server.conf";
+    let seeds: Partial<Record<NatsRole, string>> = {};
+    if (options.identities) {
+      const dir = mkdtempSync(join(tmpdir(), "tg-nats-auth-"));
+      const path = join(dir, "nats-auth.conf");
+      const identities = generateNatsIdentities();
+      const include = relative(dirname(path), join(REPO_ROOT, "infra/nats/server.conf"));
+      writeFileSync(
+        path,
+        `include ${JSON.stringify(include)}\n${natsAuthorizationConfig(identities, { prefix: "*", openToLocalTools: options.identities === "local-tools" })}`,
+      );
+      config = { path };
+      seeds = Object.fromEntries(identities.map(({ role, seed }) => [role, seed]));
+    }
+    const server = new PrivateNats({ serverName: "private", port: port!, httpPort: httpPort!, config, env: {} });
+    server.seeds = seeds;
     await server.start();
     await server.healthy();
     return server;

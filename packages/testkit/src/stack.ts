@@ -1,7 +1,8 @@
 import { generateKeyPairSync, randomBytes, type KeyObject } from "node:crypto";
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parseNatsSeeds, seedAuthenticator, type NatsRole } from "@toolgate/bus";
 import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { ContractCatalog } from "@toolgate/registry";
@@ -34,6 +35,8 @@ export interface AuditedEvent {
     run_id: string;
     seq: number;
     time: string;
+    /** The service that published it. */
+    source: string;
     tool?: { name: string; version: string; hash: string };
     args_hash?: string;
     payload: Record<string, unknown>;
@@ -77,6 +80,18 @@ export interface StackOptions {
    * write; a cluster needs them. Default: this process's `NATS_MONITOR_URL`, if any.
    */
   natsMonitorUrl?: string;
+  /**
+   * The NATS identities (nkey seeds by role) the services connect with, and the stack's own connections
+   * (publishing contracts, deleting its streams) as `operator`. Default: the `nats-seeds.env` file named by
+   * `TOOLGATE_TEST_NATS_SEEDS` (what `./infra/dev.sh up` writes for its server), else anonymous connections.
+   */
+  natsSeeds?: Partial<Record<NatsRole, string>>;
+}
+
+/** The identities of `TOOLGATE_TEST_NATS_SEEDS`, or none. */
+function defaultNatsSeeds(): Partial<Record<NatsRole, string>> {
+  const file = process.env.TOOLGATE_TEST_NATS_SEEDS;
+  return file ? parseNatsSeeds(readFileSync(file, "utf8")) : {};
 }
 
 /** The API keys a stack accepts, with the principal each one authenticates. */
@@ -112,6 +127,7 @@ export class Stack {
   readonly policyDir: string;
   readonly #idpKey: KeyObject;
   readonly #natsServers: string[];
+  readonly #natsSeeds: Partial<Record<NatsRole, string>>;
   readonly #streamReplicas: number;
   readonly #toolsets: readonly string[];
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
@@ -119,6 +135,7 @@ export class Stack {
   private constructor(options: StackOptions) {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
     this.#natsServers = options.natsUrl.split(",");
+    this.#natsSeeds = options.natsSeeds ?? defaultNatsSeeds();
     this.#streamReplicas = options.streamReplicas ?? 1;
     this.#toolsets = options.toolsets ?? ["research"];
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
@@ -208,9 +225,16 @@ export class Stack {
 
   /** Starts (or restarts) one service process with this stack's configuration. */
   async startService(service: ServiceName, label: string = service, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
+    const seed = this.#natsSeeds[service];
     const proc = await ServiceProcess.start(
       service,
-      { ...this.env, INSTANCE_ID: `${label}-${randomBytes(3).toString("hex")}`, ...this.#serviceEnv[service], ...extraEnv },
+      {
+        ...this.env,
+        INSTANCE_ID: `${label}-${randomBytes(3).toString("hex")}`,
+        ...(seed ? { NATS_NKEY_SEED: seed } : {}),
+        ...this.#serviceEnv[service],
+        ...extraEnv,
+      },
       { label, logName: `${this.name}-${label}` },
     );
     this.processes.push(proc);
@@ -337,7 +361,7 @@ export class Stack {
    * stored so far: the services have caught up (a benchmark phase then starts without an earlier one's backlog).
    */
   async quiesce(timeoutMs = 120_000): Promise<void> {
-    const nc = await connect({ servers: this.#natsServers });
+    const nc = await this.#connectAsOperator();
     try {
       const jsm = await jetstreamManager(nc);
       const stream = this.eventStream;
@@ -361,7 +385,7 @@ export class Stack {
    */
   async #publishContracts(): Promise<void> {
     const contracts = await toolsetContracts(ToolsetNameSchema.array().parse(this.#toolsets));
-    const nc = await connect({ servers: this.#natsServers });
+    const nc = await this.#connectAsOperator();
     try {
       const stem = this.name.toUpperCase().replace(/-/g, "_");
       const stream = `${stem}_CONTRACTS`;
@@ -395,8 +419,14 @@ export class Stack {
     }
   }
 
+  /** A connection of the stack's own, with the operator's identity when the stack has identities. */
+  #connectAsOperator(): ReturnType<typeof connect> {
+    const seed = this.#natsSeeds.operator;
+    return connect({ servers: this.#natsServers, ...(seed ? { authenticator: seedAuthenticator(seed) } : {}) });
+  }
+
   async #deleteStreams(): Promise<void> {
-    const nc = await connect({ servers: this.#natsServers });
+    const nc = await this.#connectAsOperator();
     try {
       const jsm = await jetstreamManager(nc);
       const stem = this.name.toUpperCase().replace(/-/g, "_");
