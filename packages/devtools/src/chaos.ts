@@ -391,6 +391,8 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     executors: 2,
     logLevel: "warn",
     streamReplicas: clustered ? 3 : 1,
+    // Each service with its own NATS identity, held to its subject permissions through every fault.
+    natsSeeds: nats.seeds,
   });
   try {
     const load = new Load(stack, scenario.name);
@@ -602,8 +604,8 @@ async function runAll<N extends PrivateNats | PrivateNatsCluster>(
 
 async function main(): Promise<number> {
   const reports = args.cluster
-    ? await runAll(CLUSTER_SCENARIOS, () => PrivateNatsCluster.start(), "a three-node NATS cluster, R3 streams")
-    : await runAll(SCENARIOS, () => PrivateNats.start(), "one NATS server");
+    ? await runAll(CLUSTER_SCENARIOS, () => PrivateNatsCluster.start({ identities: "local-tools" }), "a three-node NATS cluster, R3 streams")
+    : await runAll(SCENARIOS, () => PrivateNats.start({ identities: "local-tools" }), "one NATS server");
   console.log("\nscenario            submitted terminal lost dup-effects dup-calls audit-gaps 5xx 503  recovery  verdict");
   for (const r of reports) {
     console.log(

@@ -18,4 +18,4 @@ export {
 } from "./tool-calls.js";
 export { FakeProviders, type FakeDialect, type RecordedRequest } from "./fake-providers.js";
 export { ExecutorDriver, type DrivenResult } from "./executor-driver.js";
-export { PrivateNats, PrivateNatsCluster, PrivateNatsNode, PrivateFerretDb, freePort } from "./private-servers.js";
+export { PrivateNats, PrivateNatsCluster, PrivateNatsNode, PrivateFerretDb, freePort, type PrivateIdentities } from "./private-servers.js";

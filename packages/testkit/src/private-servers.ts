@@ -165,6 +165,28 @@ export class PrivateNatsNode extends PrivateServer {
 }
 
 /** A single JetStream nats-server (infra/nats/server.conf) on free ports. */
+/** Which connections a private server admits: anyone (no identities), identities only, or both (as the dev server). */
+export type PrivateIdentities = "only" | "local-tools" | undefined;
+
+/**
+ * The configuration to start `base` with: itself, or a file in a temporary directory that includes it and admits
+ * a fresh identity per role (permissions under any prefix), whose seeds it returns.
+ */
+function withIdentities(
+  base: "server.conf" | "cluster-node.conf",
+  identities: PrivateIdentities,
+): { config: NatsNodeSettings["config"]; seeds: Partial<Record<NatsRole, string>> } {
+  if (!identities) return { config: base, seeds: {} };
+  const path = join(mkdtempSync(join(tmpdir(), "tg-nats-auth-")), "nats-auth.conf");
+  const created = generateNatsIdentities();
+  const include = relative(dirname(path), join(REPO_ROOT, "infra/nats", base));
+  writeFileSync(
+    path,
+    `include ${JSON.stringify(include)}\n${natsAuthorizationConfig(created, { prefix: "*", openToLocalTools: identities === "local-tools" })}`,
+  );
+  return { config: { path }, seeds: Object.fromEntries(created.map(({ role, seed }) => [role, seed])) };
+}
+
 export class PrivateNats extends PrivateNatsNode {
   /** The identities' seeds by role, when the server was started with identities. */
   seeds: Partial<Record<NatsRole, string>> = {};
@@ -175,22 +197,9 @@ export class PrivateNats extends PrivateNatsNode {
    * subject permissions under any prefix); `"local-tools"` also lets connections without credentials in with
    * every right, as the dev server does.
    */
-  static async start(options: { identities?: "only" | "local-tools" } = {}): Promise<PrivateNats> {
+  static async start(options: { identities?: PrivateIdentities } = {}): Promise<PrivateNats> {
     const [port, httpPort] = await freePorts(2);
-    let config: NatsNodeSettings["config"] = "server.conf";
-    let seeds: Partial<Record<NatsRole, string>> = {};
-    if (options.identities) {
-      const dir = mkdtempSync(join(tmpdir(), "tg-nats-auth-"));
-      const path = join(dir, "nats-auth.conf");
-      const identities = generateNatsIdentities();
-      const include = relative(dirname(path), join(REPO_ROOT, "infra/nats/server.conf"));
-      writeFileSync(
-        path,
-        `include ${JSON.stringify(include)}\n${natsAuthorizationConfig(identities, { prefix: "*", openToLocalTools: options.identities === "local-tools" })}`,
-      );
-      config = { path };
-      seeds = Object.fromEntries(identities.map(({ role, seed }) => [role, seed]));
-    }
+    const { config, seeds } = withIdentities("server.conf", options.identities);
     const server = new PrivateNats({ serverName: "private", port: port!, httpPort: httpPort!, config, env: {} });
     server.seeds = seeds;
     await server.start();
@@ -206,13 +215,17 @@ export class PrivateNats extends PrivateNatsNode {
  */
 export class PrivateNatsCluster {
   readonly nodes: readonly PrivateNatsNode[];
+  /** The identities' seeds by role, when the cluster was started with identities (as {@link PrivateNats.start}). */
+  readonly seeds: Partial<Record<NatsRole, string>>;
 
-  private constructor(nodes: PrivateNatsNode[]) {
+  private constructor(nodes: PrivateNatsNode[], seeds: Partial<Record<NatsRole, string>>) {
     this.nodes = nodes;
+    this.seeds = seeds;
   }
 
   /** Starts the three nodes and waits until each reports JetStream healthy (the meta group has a leader). */
-  static async start(): Promise<PrivateNatsCluster> {
+  static async start(options: { identities?: PrivateIdentities } = {}): Promise<PrivateNatsCluster> {
+    const { config, seeds } = withIdentities("cluster-node.conf", options.identities);
     const ports = await freePorts(9);
     const at = (i: number) => ports[i]!;
     const routes = Object.fromEntries([0, 1, 2].map((i) => [`TOOLGATE_NATS_ROUTE_${i + 1}`, `nats-route://127.0.0.1:${at(6 + i)}`]));
@@ -222,11 +235,11 @@ export class PrivateNatsCluster {
           serverName: `n${i + 1}`,
           port: at(i),
           httpPort: at(3 + i),
-          config: "cluster-node.conf",
+          config,
           env: { TOOLGATE_NATS_CLUSTER_LISTEN: `127.0.0.1:${at(6 + i)}`, ...routes },
         }),
     );
-    const cluster = new PrivateNatsCluster(nodes);
+    const cluster = new PrivateNatsCluster(nodes, seeds);
     try {
       await Promise.all(nodes.map((node) => node.start()));
       await Promise.all(nodes.map((node) => node.healthy()));
