@@ -49,6 +49,41 @@ describe("Admission", () => {
     expect(admission.inFlight).toBe(0);
   });
 
+  it("lets waiting requests in first come, first served, as places are given back", async () => {
+    const admission = new Admission(1);
+    const first = (await admission.admit(1_000))!;
+    const order: string[] = [];
+    const second = admission.admit(1_000).then((t) => (order.push("second"), t));
+    const third = admission.admit(1_000).then((t) => (order.push("third"), t));
+    // Nobody jumps the line: a request arriving now waits behind the two.
+    expect(admission.enter()).toBeUndefined();
+    expect(admission.waiting).toBe(2);
+    first.release();
+    (await second)!.release();
+    await third;
+    expect(order).toEqual(["second", "third"]);
+    expect([admission.inFlight, admission.waiting]).toEqual([1, 0]);
+  });
+
+  it("refuses at once when the line is full, and a request whose wait ran out leaves it", async () => {
+    vi.useFakeTimers();
+    try {
+      const admission = new Admission(1, { maxWaiting: 1 });
+      const first = (await admission.admit(1_000))!;
+      const waited = admission.admit(1_000);
+      await expect(admission.admit(1_000)).resolves.toBeUndefined();
+      vi.advanceTimersByTime(1_000);
+      await expect(waited).resolves.toBeUndefined();
+      expect(admission.waiting).toBe(0);
+      // The place given back is free again, not handed to the request that left.
+      first.release();
+      expect(admission.inFlight).toBe(0);
+      expect(admission.enter()).toBeDefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("rejects a limit that admits nothing", () => {
     expect(() => new Admission(0)).toThrow(RangeError);
   });

@@ -8,13 +8,21 @@
 /** The longest one piece of work keeps its place (see {@link AdmissionTicket.hold}). */
 export const MAX_HOLD_MS = 30_000;
 
+/** A request waiting in line: called once with its ticket, unless it stopped waiting (and left the line) first. */
+type Waiter = (ticket: AdmissionTicket) => void;
+
 export class Admission {
   readonly #limit: number;
+  readonly #maxWaiting: number;
   #inFlight = 0;
+  /** First come, first served: a place given back goes to the request that has waited longest. */
+  readonly #line: Waiter[] = [];
 
-  constructor(limit: number) {
+  /** `maxWaiting`: requests that may wait in line for a place at once (default four times the limit). */
+  constructor(limit: number, options: { maxWaiting?: number } = {}) {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`admission limit must be a positive integer, got ${limit}`);
     this.#limit = limit;
+    this.#maxWaiting = options.maxWaiting ?? 4 * limit;
   }
 
   /** Work in progress now. */
@@ -22,11 +30,49 @@ export class Admission {
     return this.#inFlight;
   }
 
-  /** Enters when there is room; undefined when the limit is reached and the request must be refused. */
+  /** Requests waiting in line now. */
+  get waiting(): number {
+    return this.#line.length;
+  }
+
+  /** Enters when there is room and nobody is waiting; undefined otherwise (the request must wait or be refused). */
   enter(): AdmissionTicket | undefined {
-    if (this.#inFlight >= this.#limit) return undefined;
+    if (this.#inFlight >= this.#limit || this.#line.length > 0) return undefined;
     this.#inFlight += 1;
-    return new AdmissionTicket(() => (this.#inFlight -= 1));
+    return this.#ticket();
+  }
+
+  /**
+   * Enters now when there is room, else waits in line for up to `waitMs`: places given back go to the longest
+   * waiting request. Undefined when the line is full or the wait ran out. After an outage every client retries
+   * at once; refused at random, the unlucky ones would retry again and again while newer ones got in, and each
+   * refusal costs a parse, an authentication and an answer. In line, requests get in in the order they came.
+   */
+  async admit(waitMs: number): Promise<AdmissionTicket | undefined> {
+    const now = this.enter();
+    if (now || this.#line.length >= this.#maxWaiting || waitMs <= 0) return now;
+    return new Promise((resolve) => {
+      const waiter: Waiter = (ticket) => {
+        clearTimeout(timer);
+        resolve(ticket);
+      };
+      const timer = setTimeout(() => {
+        this.#line.splice(this.#line.indexOf(waiter), 1);
+        resolve(undefined);
+      }, waitMs);
+      this.#line.push(waiter);
+    });
+  }
+
+  #ticket(): AdmissionTicket {
+    return new AdmissionTicket(() => this.#giveBack());
+  }
+
+  /** A place given back: to the head of the line if anyone waits (the count stays), else free. */
+  #giveBack(): void {
+    const next = this.#line.shift();
+    if (next) next(this.#ticket());
+    else this.#inFlight -= 1;
   }
 }
 

@@ -73,6 +73,12 @@ const OrchestratorEnvSchema = z.object({
    * at once, so that retries after an outage cannot pile onto a store that is still catching up.
    */
   ORCHESTRATOR_MAX_SUBMISSIONS: z.coerce.number().int().min(1).max(100_000).default(128),
+  /**
+   * Requests that may wait in line for one of those places (first come, first served, each for up to
+   * `ORCHESTRATOR_UNAVAILABLE_AFTER_MS`); beyond it a request is answered 503 at once. Default: four times
+   * `ORCHESTRATOR_MAX_SUBMISSIONS`.
+   */
+  ORCHESTRATOR_MAX_WAITING: z.coerce.number().int().min(0).max(1_000_000).optional(),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;

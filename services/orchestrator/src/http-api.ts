@@ -138,13 +138,19 @@ export function orchestratorApi(deps: {
       return unavailable(reply, down.map((d) => d.dependency).join(", "));
     }
     if (!needed.includes("nats")) return;
-    const ticket = deps.admission.enter();
+    // In line for a place no longer than it would wait for a dependency.
+    const ticket = await deps.admission.admit(deadlineMs);
+    if (ticket && request.socket.destroyed) {
+      // The client went away while it waited: nothing was started, and its place goes to the next in line.
+      ticket.release();
+      return reply.hijack();
+    }
     if (ticket) {
       request.admission = ticket;
       return;
     }
     deps.logger.warn(
-      { method: request.method, route: request.routeOptions.url, status: 503, in_flight: deps.admission.inFlight },
+      { method: request.method, route: request.routeOptions.url, status: 503, in_flight: deps.admission.inFlight, waiting: deps.admission.waiting },
       "request refused: overloaded",
     );
     return apiError(
@@ -256,7 +262,7 @@ export function orchestratorApi(deps: {
       (ids) => deps.idempotency.submitted(record, ids),
       (error: unknown) => {
         const answer = requestErrorAnswer(error);
-        if (!answer) return deps.idempotency.fail(record);
+        if (!answer) return void deps.idempotency.fail(record);
         deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
       },
     );
@@ -531,7 +537,7 @@ export function orchestratorApi(deps: {
     if (record)
       work.catch((error: unknown) => {
         const answer = requestErrorAnswer(error);
-        if (!answer) return deps.idempotency.fail(record);
+        if (!answer) return void deps.idempotency.fail(record);
         deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
       });
     try {

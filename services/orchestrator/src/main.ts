@@ -147,7 +147,10 @@ await runService({
     });
     const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
     const mcp = new McpFrontDoor({ loop, waiters, contracts, store, idempotency, outage, logger });
-    const admission = new Admission(config.ORCHESTRATOR_MAX_SUBMISSIONS);
+    const admission = new Admission(
+      config.ORCHESTRATOR_MAX_SUBMISSIONS,
+      config.ORCHESTRATOR_MAX_WAITING === undefined ? {} : { maxWaiting: config.ORCHESTRATOR_MAX_WAITING },
+    );
     const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, idempotency, availability, admission, outage, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
