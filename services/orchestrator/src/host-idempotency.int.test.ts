@@ -194,38 +194,3 @@ it("releases a claim won after the request's deadline, so that the retry takes t
     slow.close();
   }
 });
-
-it("lets a retry that arrives while this process's late claim is on its way wait for its release, and take the key", async () => {
-  // Every claim waits for the store (a database paused, then catching up).
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  const slowStore = new Proxy(store, {
-    get(target, prop) {
-      if (prop === "claim")
-        return async (...args: Parameters<MongoRequestIdempotencyStore["claim"]>) => {
-          await gate;
-          return target.claim(...args);
-        };
-      const value = Reflect.get(target, prop, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  const slow = new HostIdempotency({
-    store: slowStore,
-    owner: "slow",
-    leaseMs: 60_000,
-    retentionMs: 60_000,
-    purgeMs: 60_000,
-    logger: createLogger({ service: "test", level: "silent" }),
-  });
-  try {
-    await expect(slow.beginWithin(request("late-retry"), 100)).rejects.toMatchObject({ name: "DependencyUnavailableError", dependency: "deadline" });
-    // The client's retry reaches the same process before the store has answered the first claim.
-    const retry = slow.beginWithin(request("late-retry"), 10_000);
-    release();
-    // Asked alongside the first claim, the store would have answered in flight (a lease of a minute): a 409.
-    expect(await retry).toMatchObject({ kind: "execute", takenOver: true });
-  } finally {
-    slow.close();
-  }
-});

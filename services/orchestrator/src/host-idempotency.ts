@@ -106,11 +106,6 @@ export class HostIdempotency {
   readonly #submitted = new Map<string, RequestKeyRecord>();
   /** Releases and stored refusals of keys on their way to the store (see {@link #settle}). */
   readonly #settling = new Map<string, Promise<unknown>>();
-  /**
-   * Claims this process is making, by scope and key: settled once the claim is decided and, for a claim that
-   * came too late for its request, once its release has landed (see {@link beginWithin}).
-   */
-  readonly #claiming = new Map<string, Promise<unknown>>();
 
   constructor(options: HostIdempotencyOptions) {
     this.#options = options;
@@ -128,36 +123,8 @@ export class HostIdempotency {
    * died or gave up) is taken over by one request. A retry of a submission this process is still making waits
    * for it instead (see {@link HostIdempotency.submitting}). Throws when the store is unreachable.
    */
-  begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
-    const id = joinKey(request.scope, request.key);
-    const begun = this.#begin(request, this.#claiming.get(id));
-    this.#claimingUntil(
-      id,
-      begun.then(
-        () => undefined,
-        () => undefined,
-      ),
-    );
-    return begun;
-  }
-
-  /** Marks `id` as being claimed here until `settled`. */
-  #claimingUntil(id: string, settled: Promise<unknown>): void {
-    this.#claiming.set(id, settled);
-    void settled.then(() => {
-      if (this.#claiming.get(id) === settled) this.#claiming.delete(id);
-    });
-  }
-
-  async #begin(
-    request: { scope: string; key: string; route: string; fingerprint: string; runId?: string },
-    earlier: Promise<unknown> | undefined,
-  ): Promise<KeyDecision> {
+  async begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
     const { store, owner, leaseMs, retentionMs } = this.#options;
-    // An earlier request with this key is still claiming it here: typically one sent while the store was slow,
-    // already answered 503, whose claim is released as soon as it is won. Asked before that lands, the store
-    // would say in flight, and this retry be told 409 for a claim nobody will use.
-    if (earlier) await earlier;
     const joined = await this.#join(request);
     if (joined) return joined;
     const claim = await store.claim({ ...request, owner, leaseMs, retentionMs });
@@ -187,11 +154,12 @@ export class HostIdempotency {
     try {
       return await withDeadline(begun, deadlineMs, "claiming the idempotency key");
     } catch (error) {
-      const released = begun.then(
-        (late) => (late.kind === "execute" ? this.fail(late.record) : undefined),
+      begun.then(
+        (late) => {
+          if (late.kind === "execute") this.fail(late.record);
+        },
         () => undefined,
       );
-      this.#claimingUntil(joinKey(request.scope, request.key), released);
       throw error;
     }
   }
@@ -283,16 +251,13 @@ export class HostIdempotency {
   /** Stores the response a retry replays. Throws when the store is unreachable. */
   complete(record: RequestKeyRecord, response: { status: number; body: unknown }, ids?: { runId: string; callIds: string[] }): Promise<void> {
     const stored = this.#options.store.complete(record, response, ids);
-    void this.#settle(record, stored);
+    this.#settle(record, stored);
     return stored;
   }
 
-  /**
-   * Releases the key to the next request with it (the work was not created, or is not known to be). Resolves once
-   * the release has landed or failed (a failed one is logged: the claim is then taken over after its lease).
-   */
-  fail(record: RequestKeyRecord): Promise<void> {
-    return this.#settle(
+  /** Releases the key to the next request with it (the work was not created, or is not known to be). */
+  fail(record: RequestKeyRecord): void {
+    this.#settle(
       record,
       this.#options.store
         .fail(record)
@@ -301,7 +266,7 @@ export class HostIdempotency {
   }
 
   /** Remembers a write that settles `record`'s key until it lands, for the retries that joined its submission. */
-  #settle(record: RequestKeyRecord, write: Promise<unknown>): Promise<void> {
+  #settle(record: RequestKeyRecord, write: Promise<unknown>): void {
     const id = joinKey(record.scope, record.key);
     const landed = write.then(
       () => undefined,
@@ -311,7 +276,6 @@ export class HostIdempotency {
     void landed.then(() => {
       if (this.#settling.get(id) === landed) this.#settling.delete(id);
     });
-    return landed;
   }
 
   close(): void {

@@ -129,7 +129,7 @@ export class McpFrontDoor {
           this.#deps.idempotency.submitting(record, work);
           work.then(
             (ids) => this.#deps.idempotency.submitted(record, ids),
-            () => void this.#deps.idempotency.fail(record),
+            () => this.#deps.idempotency.fail(record),
           );
           callId = (await withDeadline(work, outage.deadlineMs, "submitting the call")).callIds[0]!;
         } else {
