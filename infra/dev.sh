@@ -103,6 +103,18 @@ ensure_nats() {
   NATS_MONITOR_URL=""
   STREAM_REPLICAS=1
   NATS_SEEDS="$NATS_AUTH/nats-seeds.env"
+  # A server on the port that another checkout started knows that checkout's identities, not these: connect
+  # without them (it lets local tools in, or has no identities at all).
+  if ! started_here nats; then
+    log "nats-server on 127.0.0.1:$NATS_PORT was not started by this checkout; the services connect without identities"
+    NATS_SEEDS=""
+  fi
+}
+
+# Whether the server recorded in $STATE/<name>.pid runs, from this checkout's binary.
+started_here() {
+  local pidfile="$STATE/$1.pid"
+  [ -f "$pidfile" ] && tr '\0' ' ' <"/proc/$(cat "$pidfile")/cmdline" 2>/dev/null | grep -q "^$BIN/"
 }
 
 ensure_nats_cluster() {
