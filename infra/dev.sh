@@ -164,6 +164,12 @@ ensure_ferretdb_binary() {
 # dozen concurrent writes at peak), which needs PostgreSQL to accept that many connections.
 PG_MAX_CONNECTIONS=600
 FERRETDB_POOL=560
+# FerretDB runs every lookup as a prepared statement with the field name as a parameter
+# (`_jsonb -> $1 @> $2`). After five runs PostgreSQL may switch such a statement to a generic plan, which
+# no expression index can serve: every update of a keyed host request scanned its whole collection. Custom
+# plans see the field name and use the `_id` index (see infra/ferretdb/gin-indexes.sql). The test stacks'
+# private FerretDB servers (packages/testkit/src/private-servers.ts) connect with the same setting.
+FERRETDB_PG_OPTIONS="pool_max_conns=$FERRETDB_POOL&plan_cache_mode=force_custom_plan"
 
 ensure_postgres_connections() {
   local current
@@ -198,7 +204,7 @@ ensure_ferretdb() {
   ensure_ferretdb_database
   log "starting FerretDB on 127.0.0.1:$MONGO_PORT"
   mkdir -p "$STATE/ferretdb"
-  nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?pool_max_conns=$FERRETDB_POOL" \
+  nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?$FERRETDB_PG_OPTIONS" \
     --listen-addr="127.0.0.1:$MONGO_PORT" --telemetry=disable --state-dir="$STATE/ferretdb" \
     --debug-addr=- --log-level=warn >"$STATE/ferretdb.log" 2>&1 &
   echo $! >"$STATE/ferretdb.pid"

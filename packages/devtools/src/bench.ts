@@ -15,9 +15,10 @@
  *
  *   node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
  *        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline]
- *        [--mongo-rtt-ms 0.5] [--json <file>]
+ *        [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
  */
 import { writeFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
 import type { ServiceStats } from "@toolgate/testkit";
@@ -41,6 +42,8 @@ const { values: args } = parseArgs({
     "idle-calls": { type: "string", default: "300" },
     baseline: { type: "boolean", default: false },
     "mongo-rtt-ms": { type: "string", default: "0.5" },
+    /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
+    "idempotency-keys": { type: "boolean", default: false },
     json: { type: "string" },
   },
 });
@@ -87,11 +90,13 @@ function median(values: number[]): number {
 class Client {
   #runId: string | undefined;
   #n = 0;
+  readonly #key = `bench-${randomUUID()}`;
   constructor(
     private readonly pool: Pool,
     private readonly apiKey: string,
     private readonly tool: string,
     private readonly sleepMs: number,
+    private readonly keyed: boolean,
   ) {}
 
   /** One tool call, submitted and awaited; its latency in ms and, when it succeeded, its call id. */
@@ -106,7 +111,11 @@ class Client {
       const response = await this.pool.request({
         path: "/v1/tool-calls",
         method: "POST",
-        headers: { authorization: `Bearer ${this.apiKey}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${this.apiKey}`,
+          "content-type": "application/json",
+          ...(this.keyed ? { "idempotency-key": `${this.#key}-${n}` } : {}),
+        },
         body: JSON.stringify({
           ...(this.#runId ? { run_id: this.#runId } : {}),
           calls: [{ id: `c${n}`, name: this.tool, arguments: argumentsObject }],
@@ -253,7 +262,7 @@ async function oneRun(index: number): Promise<RunFigures> {
   });
   const mongo = await new MongoClient(MONGO_URL).connect();
   const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
-  const clients = () => new Client(pool, stack.apiKeys.alice, tool, sleepMs);
+  const clients = () => new Client(pool, stack.apiKeys.alice, tool, sleepMs, args["idempotency-keys"]);
   const cpuGroups: Record<string, CpuGroup> = {
     ...Object.fromEntries(stack.processes.map((p) => [p.name, { pids: [p.pid] }])),
     ...SERVER_CPU_GROUPS,

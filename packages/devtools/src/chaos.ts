@@ -18,7 +18,7 @@
  * (`GET /v1/tool-calls/:id?wait_ms=`). The servers are private (`PrivateNats`,
  * `PrivateFerretDb`): the suite kills its own, never the shared ones.
  *
- *   node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30] [--json <file>]
+ *   node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30] [--timeline] [--json <file>]
  *
  * `--short` shortens every fault and the load around it. Exits 1 when any scenario loses a call, duplicates
  * an effect, leaves an audit gap, answers 5xx other than 503, or (unless `--gate invariants`) recovers in more
@@ -42,6 +42,8 @@ const { values: args } = parseArgs({
     gate: { type: "string", default: "all" },
     /** Run the cluster scenarios, on a three-node NATS cluster with R3 streams, instead of the single-server ones. */
     cluster: { type: "boolean", default: false },
+    /** Print the answers the clients got around the fault's end, per 500 ms. */
+    timeline: { type: "boolean", default: false },
   },
 });
 
@@ -455,6 +457,21 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
       console.log(
         `  of those, ${accepted.length} first answered 200/202 after the fault's end (ms): p50 ${acceptedAt(0.5)}, p90 ${acceptedAt(0.9)}, max ${acceptedAt(1)}`,
       );
+    }
+    // With --timeline: every answer the clients got, per 500 ms from 1 s before the fault's end to 10 s after.
+    if (args.timeline) {
+      const buckets = new Map<number, Map<string, number>>();
+      for (const h of load.calls.flatMap((c) => c.history)) {
+        const bucket = Math.floor((h.at - faultEnd) / 500);
+        if (bucket < -2 || bucket >= 20) continue;
+        const answers = buckets.get(bucket) ?? new Map<string, number>();
+        answers.set(h.answer, (answers.get(h.answer) ?? 0) + 1);
+        buckets.set(bucket, answers);
+      }
+      for (const bucket of [...buckets.keys()].sort((a, b) => a - b)) {
+        const answers = [...buckets.get(bucket)!].sort((a, b) => b[1] - a[1]).map(([answer, n]) => `${answer} ×${n}`);
+        console.log(`  ${String(bucket * 500).padStart(6)} ms: ${answers.join(", ")}`);
+      }
     }
     // The call that set the recovery time, and what it went through after the fault (ms from the fault's end).
     const slowest = before.filter((c) => c.endedAt !== undefined).sort((a, b) => b.endedAt! - a.endedAt!)[0];
