@@ -123,6 +123,11 @@ describe("Idempotency-Key on POST /v1/tool-calls", () => {
     await stack.process("orchestrator").stop();
     await stack.startService("orchestrator");
     await keys.updateOne({ key: "k-107" }, { $set: { state: "claimed", lease_until: new Date(Date.now() + 60_000) }, $unset: { call_ids: "" } });
+    // The submission's record (by claim generation) is what says the work exists: without it the claim is bare.
+    const claim = (await keys.findOne({ key: "k-107" }))!;
+    expect(
+      (await runtime.collection("host_idempotency_submissions").deleteOne({ _id: `${String(claim._id)}:${String(claim.gen)}` as never })).deletedCount,
+    ).toBe(1);
     const inFlight = await post("/v1/tool-calls", { calls: [write(107)], wait_ms: 10_000 }, { key: "k-107" });
     expect(inFlight.status).toBe(409);
     expect(inFlight.body.error).toMatchObject({ code: "IDEMPOTENCY_KEY_IN_FLIGHT" });

@@ -44,6 +44,20 @@ it("refuses a second document for one (scope, key) even with another id: the uni
   await expect(store.records.insertOne({ ...record, _id: "another id" })).rejects.toMatchObject({ code: 11000 });
 });
 
+it("reads a submission back with its ids: recorded by an insert, the key's own record is not rewritten", async () => {
+  const { record } = await store.claim(request("k-submitted"));
+  await store.submitted(record, { runId: "run_1", callIds: ["call_1", "call_2"] });
+  // Another process with the same key finds the work (and replays it), though no update touched the record.
+  expect(await store.claim(request("k-submitted", { owner: "orchestrator-2" }))).toMatchObject({
+    kind: "existing",
+    record: { state: "submitted", gen: record.gen, run_id: "run_1", call_ids: ["call_1", "call_2"] },
+  });
+  expect(await store.records.findOne({ _id: record._id })).toMatchObject({ state: "claimed", gen: record.gen });
+  // A second report of the same generation's submission changes nothing.
+  await store.submitted(record, { runId: "run_1", callIds: ["call_1", "call_2"] });
+  expect((await store.claim(request("k-submitted"))).record).toMatchObject({ state: "submitted", run_id: "run_1" });
+});
+
 it("lets one of two concurrent takeovers of a stale claim win, and fences the old owner's writes", async () => {
   const { record } = await store.claim(request("k-stale", { leaseMs: 1 }));
   const [t1, t2] = await Promise.all([store.takeOver(record, "new-1", 10_000), store.takeOver(record, "new-2", 10_000)]);
@@ -53,6 +67,8 @@ it("lets one of two concurrent takeovers of a stale claim win, and fences the ol
   await store.submitted(record, { runId: "run_old", callIds: ["call_old"] });
   const stored = await store.records.findOne({ _id: record._id });
   expect(stored).toMatchObject({ state: "claimed", gen: won[0]!.gen, owner: won[0]!.owner });
+  // Read back, the key is the new owner's claim: the old generation's submission is not its work.
+  expect(await store.claim(request("k-stale"))).toMatchObject({ kind: "existing", record: { state: "claimed", gen: won[0]!.gen } });
   await store.complete(won[0]!, { status: 200, body: { $weird: "key" } }, { runId: "run_new", callIds: ["call_new"] });
   expect(await store.records.findOne({ _id: record._id })).toMatchObject({
     state: "done",
@@ -63,10 +79,12 @@ it("lets one of two concurrent takeovers of a stale claim win, and fences the ol
 });
 
 it("purges keys whose retention ended, and only those", async () => {
-  await store.claim(request("k-old", { retentionMs: -1_000 }));
+  const old = await store.claim(request("k-old", { retentionMs: -1_000 }));
+  await store.submitted(old.record, { runId: "run_old", callIds: ["call_old"] });
   await store.claim(request("k-young"));
   expect(await store.purgeExpired(new Date())).toBeGreaterThanOrEqual(1);
   expect(await store.records.findOne({ key: "k-old" })).toBeNull();
+  expect(await database.db.collection("host_idempotency_submissions").findOne({ _id: `${old.record._id}:${old.record.gen}` as never })).toBeNull();
   expect(await store.records.findOne({ key: "k-young" })).not.toBeNull();
   // A purged key starts afresh.
   expect((await store.claim(request("k-old"))).kind).toBe("claimed");

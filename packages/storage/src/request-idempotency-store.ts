@@ -67,8 +67,17 @@ export interface RequestIdempotencyStore {
   complete(record: RequestKeyRecord, response: { status: number; body: unknown }, ids?: { runId: string; callIds: string[] }): Promise<void>;
   /** Marks the claim failed: the next request with this key takes it over (the owner of `gen` only). */
   fail(record: RequestKeyRecord): Promise<void>;
-  /** Deletes the keys whose retention ended before `now` (an indexed sweep: FerretDB has no TTL index). */
+  /** Deletes the keys whose retention ended before `now` (FerretDB has no TTL index; indexed on MongoDB, a scan on FerretDB). */
   purgeExpired(now: Date): Promise<number>;
+}
+
+/** The ids a claim's work got, by claim generation: `submitted` as an insert (see `submitted`). */
+interface SubmissionRecord {
+  /** `<record id>:<gen>` */
+  _id: string;
+  run_id: string;
+  call_ids: string[];
+  expires_at: Date;
 }
 
 /** Stale claims already taken over, by the generation that was superseded. */
@@ -82,23 +91,44 @@ interface TakeoverRecord {
 
 const newGen = (): string => randomBytes(9).toString("base64url");
 
-/** {@link RequestIdempotencyStore} on MongoDB or FerretDB: collection `name` and `<name>_takeovers`. */
+/**
+ * {@link RequestIdempotencyStore} on MongoDB or FerretDB: collections `name`, `<name>_submissions` and
+ * `<name>_takeovers`.
+ *
+ * Every submission is on the hot path of a keyed request, so its write is an insert that batches with the
+ * others in flight (`<name>_submissions`, by claim generation), not an update of the key's record: an update
+ * is one round trip per request, and on FerretDB a read and a whole-document write. A record read back is the
+ * record with its generation's submission applied, so readers see `submitted` as before.
+ */
 export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
   readonly records: Collection<RequestKeyRecord>;
+  readonly #submissions: Collection<SubmissionRecord>;
   readonly #takeovers: Collection<TakeoverRecord>;
   readonly #claims: InsertBatcher<RequestKeyRecord>;
+  readonly #submitted: InsertBatcher<SubmissionRecord>;
 
   constructor(db: Db, name = "host_idempotency") {
     this.records = db.collection<RequestKeyRecord>(name);
+    this.#submissions = db.collection<SubmissionRecord>(`${name}_submissions`);
     this.#takeovers = db.collection<TakeoverRecord>(`${name}_takeovers`);
     this.#claims = new InsertBatcher(this.records);
+    this.#submitted = new InsertBatcher(this.#submissions);
   }
 
-  /** The unique (scope, key) index and the expiry index the purge walks. */
+  /** The unique (scope, key) index and the expiry indexes the purge walks. */
   async ensureIndexes(): Promise<void> {
     await this.records.createIndex({ scope: 1, key: 1 }, { unique: true });
     await this.records.createIndex({ expires_at: 1 });
+    await this.#submissions.createIndex({ expires_at: 1 });
     await this.#takeovers.createIndex({ expires_at: 1 });
+  }
+
+  /** The record stored under `id`, with its current generation's submission applied (null when there is none). */
+  async #read(id: string): Promise<RequestKeyRecord | null> {
+    const record = await this.records.findOne({ _id: id });
+    if (record?.state !== "claimed") return record;
+    const submission = await this.#submissions.findOne({ _id: `${id}:${record.gen}` });
+    return submission ? { ...record, state: "submitted", run_id: submission.run_id, call_ids: submission.call_ids } : record;
   }
 
   async claim(request: RequestKeyClaimRequest): Promise<RequestKeyClaim> {
@@ -121,7 +151,7 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
     if ((await this.#claims.insert(record)) === "inserted") return { kind: "claimed", record };
     // By `_id`, not by (scope, key): the id is the pair, and FerretDB serves only `_id` lookups from an index
     // (a retry storm after an outage reads every key once per retry otherwise).
-    const existing = await this.records.findOne({ _id: record._id });
+    const existing = await this.#read(record._id);
     // Purged between the insert and the read: claim again (a purge only removes expired keys).
     if (!existing) return this.claim(request);
     return { kind: "existing", record: existing };
@@ -145,10 +175,9 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
   }
 
   async submitted(record: RequestKeyRecord, ids: { runId: string; callIds: string[] }): Promise<void> {
-    await this.records.updateOne(
-      { _id: record._id, gen: record.gen, state: "claimed" },
-      { $set: { state: "submitted", run_id: ids.runId, call_ids: ids.callIds } },
-    );
+    // Keyed by generation: a claim taken over from this one records its own submission, never this one's. A
+    // duplicate is this generation's submission already recorded: one generation submits its work once.
+    await this.#submitted.insert({ _id: `${record._id}:${record.gen}`, run_id: ids.runId, call_ids: ids.callIds, expires_at: record.expires_at });
   }
 
   async complete(record: RequestKeyRecord, response: { status: number; body: unknown }, ids?: { runId: string; callIds: string[] }): Promise<void> {
@@ -169,7 +198,11 @@ export class MongoRequestIdempotencyStore implements RequestIdempotencyStore {
   }
 
   async purgeExpired(now: Date): Promise<number> {
-    const [purged] = await Promise.all([this.records.deleteMany({ expires_at: { $lt: now } }), this.#takeovers.deleteMany({ expires_at: { $lt: now } })]);
+    const [purged] = await Promise.all([
+      this.records.deleteMany({ expires_at: { $lt: now } }),
+      this.#submissions.deleteMany({ expires_at: { $lt: now } }),
+      this.#takeovers.deleteMany({ expires_at: { $lt: now } }),
+    ]);
     return purged.deletedCount;
   }
 }

@@ -53,7 +53,7 @@ const OrchestratorEnvSchema = z.object({
     .default(24 * 3_600_000),
   /** How long the first request with a key holds it (others get 409) before a retry may take it over. */
   ORCHESTRATOR_IDEMPOTENCY_LEASE_MS: z.coerce.number().int().min(1_000).max(600_000).default(3_000),
-  /** How often expired idempotency keys are purged (an indexed sweep: FerretDB has no TTL index). */
+  /** How often expired idempotency keys are purged (FerretDB has no TTL index; on MongoDB the sweep is indexed). */
   ORCHESTRATOR_IDEMPOTENCY_PURGE_MS: z.coerce
     .number()
     .int()
