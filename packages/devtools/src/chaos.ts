@@ -458,7 +458,8 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
         `  of those, ${accepted.length} first answered 200/202 after the fault's end (ms): p50 ${acceptedAt(0.5)}, p90 ${acceptedAt(0.9)}, max ${acceptedAt(1)}`,
       );
     }
-    // With --timeline: every answer the clients got, per 500 ms from 1 s before the fault's end to 10 s after.
+    // With --timeline: every answer the clients got, and what the services logged, per 500 ms from 1 s before the
+    // fault's end to 10 s after.
     if (args.timeline) {
       const buckets = new Map<number, Map<string, number>>();
       for (const h of load.calls.flatMap((c) => c.history)) {
@@ -468,9 +469,23 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
         answers.set(h.answer, (answers.get(h.answer) ?? 0) + 1);
         buckets.set(bucket, answers);
       }
-      for (const bucket of [...buckets.keys()].sort((a, b) => a - b)) {
-        const answers = [...buckets.get(bucket)!].sort((a, b) => b[1] - a[1]).map(([answer, n]) => `${answer} ×${n}`);
+      // And what the services logged meanwhile (warnings and errors: the stack runs at level warn).
+      const said = new Map<number, Map<string, number>>();
+      for (const proc of stack.processes) {
+        for (const line of proc.logs()) {
+          if (typeof line.time !== "string") continue;
+          const bucket = Math.floor((Date.parse(line.time) - faultEnd) / 500);
+          if (bucket < -2 || bucket >= 20) continue;
+          const what = `${proc.name}: ${String(line.msg)}${typeof line.reason === "string" ? ` (${line.reason.slice(0, 60)})` : ""}`;
+          const lines = said.get(bucket) ?? new Map<string, number>();
+          lines.set(what, (lines.get(what) ?? 0) + 1);
+          said.set(bucket, lines);
+        }
+      }
+      for (const bucket of [...new Set([...buckets.keys(), ...said.keys()])].sort((a, b) => a - b)) {
+        const answers = [...(buckets.get(bucket) ?? [])].sort((a, b) => b[1] - a[1]).map(([answer, n]) => `${answer} ×${n}`);
         console.log(`  ${String(bucket * 500).padStart(6)} ms: ${answers.join(", ")}`);
+        for (const [what, n] of [...(said.get(bucket) ?? [])].sort((a, b) => b[1] - a[1])) console.log(`             ${what} ×${n}`);
       }
     }
     // The call that set the recovery time, and what it went through after the fault (ms from the fault's end).

@@ -60,11 +60,14 @@ const OrchestratorEnvSchema = z.object({
     .min(1_000)
     .max(24 * 3_600_000)
     .default(10 * 60_000),
-  /** Longest the API waits for NATS or the database to accept new work before answering 503. */
+  /**
+   * Longest the API waits for NATS or the database to accept new work before answering 503: for a dependency
+   * known to be down to come back, then for a place in line, then for the submission.
+   */
   ORCHESTRATOR_UNAVAILABLE_AFTER_MS: z.coerce.number().int().min(100).max(10_000).default(2_000),
   /** The `Retry-After` (seconds) of a 503 while a dependency is unavailable. */
   ORCHESTRATOR_RETRY_AFTER_S: z.coerce.number().int().min(1).max(300).default(1),
-  /** How often NATS and the database are probed for `/readyz` and for refusing work at once. */
+  /** How often NATS and the database are probed, for `/readyz` and for holding new work while one is down. */
   ORCHESTRATOR_PROBE_MS: z.coerce.number().int().min(100).max(60_000).default(1_000),
   // A store that answers slowly under a backlog is busy, not down: only a probe this late refuses all new work.
   ORCHESTRATOR_PROBE_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(5_000),
@@ -75,8 +78,8 @@ const OrchestratorEnvSchema = z.object({
   ORCHESTRATOR_MAX_SUBMISSIONS: z.coerce.number().int().min(1).max(100_000).default(128),
   /**
    * Requests that may wait in line for one of those places (first come, first served, each for up to
-   * `ORCHESTRATOR_UNAVAILABLE_AFTER_MS`); beyond it a request is answered 503 at once. Default: four times
-   * `ORCHESTRATOR_MAX_SUBMISSIONS`.
+   * `ORCHESTRATOR_UNAVAILABLE_AFTER_MS`), and that may wait for NATS or the database to come back; beyond it a
+   * request is answered 503 at once. Default: four times `ORCHESTRATOR_MAX_SUBMISSIONS`.
    */
   ORCHESTRATOR_MAX_WAITING: z.coerce.number().int().min(0).max(1_000_000).optional(),
 });

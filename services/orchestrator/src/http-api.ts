@@ -129,17 +129,19 @@ export function orchestratorApi(deps: {
       },
     );
 
-  // While a dependency is known to be down, work is refused at once instead of waiting for it.
+  // While a dependency is known to be down, work waits for it up to the deadline (never touching it before it is
+  // back), then is refused with 503 and Retry-After.
   app.addHook("preHandler", async (request, reply) => {
     const needed = dependenciesOf(request.method, request.routeOptions.url, request.body);
-    if (needed.length > 0 && !deps.availability.available(needed)) {
+    const arrived = Date.now();
+    if (needed.length > 0 && !(await deps.availability.whenAvailable(needed, deadlineMs))) {
       const down = deps.availability.unavailable().filter((d) => needed.includes(d.dependency));
       deps.logger.warn({ method: request.method, route: request.routeOptions.url, status: 503, unavailable: down }, "request refused: dependency unavailable");
-      return unavailable(reply, down.map((d) => d.dependency).join(", "));
+      return unavailable(reply, down.map((d) => d.dependency).join(", ") || "dependency");
     }
     if (!needed.includes("nats")) return;
-    // In line for a place no longer than it would wait for a dependency.
-    const ticket = await deps.admission.admit(deadlineMs);
+    // In line for a place, for what is left of the time it would wait for a dependency.
+    const ticket = await deps.admission.admit(deadlineMs - (Date.now() - arrived));
     if (ticket && request.socket.destroyed) {
       // The client went away while it waited: nothing was started, and its place goes to the next in line.
       ticket.release();
@@ -362,12 +364,13 @@ export function orchestratorApi(deps: {
   // Ready while NATS and the database are reachable: a load balancer sends work elsewhere meanwhile.
   app.get("/readyz", async (_request, reply) => {
     const down = deps.availability.unavailable();
-    // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials.
+    // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials. `waiting`:
+    // the requests waiting for it to come back (each up to the deadline).
     if (down.length > 0)
       return reply
         .code(503)
         .header("retry-after", String(retryAfterS))
-        .send({ ready: false, unavailable: down.map((d) => d.dependency) });
+        .send({ ready: false, unavailable: down.map((d) => d.dependency), waiting: deps.availability.waiting });
     return { ready: true };
   });
   app.get("/openapi.json", () => Promise.resolve(openApiDocument()));

@@ -144,6 +144,7 @@ await runService({
       logger,
       probeMs: config.ORCHESTRATOR_PROBE_MS,
       probeTimeoutMs: config.ORCHESTRATOR_PROBE_TIMEOUT_MS,
+      maxWaiting: config.ORCHESTRATOR_MAX_WAITING ?? 4 * config.ORCHESTRATOR_MAX_SUBMISSIONS,
     });
     const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
     const mcp = new McpFrontDoor({ loop, waiters, contracts, store, idempotency, outage, logger });

@@ -213,7 +213,18 @@ export function openApiDocument(): Record<string, unknown> {
             "200": { description: "ready", content: { "application/json": { schema: { type: "object", properties: { ready: { const: true } } } } } },
             "503": {
               description: "not ready",
-              content: { "application/json": { schema: { type: "object", properties: { ready: { const: false }, unavailable: { type: "array" } } } } },
+              content: {
+                "application/json": {
+                  schema: {
+                    type: "object",
+                    properties: {
+                      ready: { const: false },
+                      unavailable: { type: "array", items: { enum: ["nats", "mongo"] } },
+                      waiting: { type: "integer", minimum: 0, description: "requests waiting for the dependencies to come back" },
+                    },
+                  },
+                },
+              },
             },
           },
         },

@@ -91,4 +91,29 @@ describe("Availability", () => {
     expect(lines).toEqual(["warn dependency unavailable: refusing new work with 503", "warn dependency available again"]);
     availability.close();
   });
+
+  it("lets a request wait for a dependency to come back: served on its return, refused after the wait or when too many wait", async () => {
+    const logger = { info: () => undefined, warn: () => undefined } as unknown as Logger;
+    const nats: NatsStatusSource = { isClosed: () => false, rtt: () => Promise.resolve(1), status: async function* () {} };
+    const availability = new Availability({ nats, db: {} as Db, logger, probeMs: 3_600_000, probeTimeoutMs: 100, maxWaiting: 2 });
+    expect(await availability.whenAvailable(["mongo"], 10)).toBe(true);
+    availability.mark("mongo", "paused");
+    const first = availability.whenAvailable(["mongo", "nats"], 60_000);
+    const second = availability.whenAvailable(["mongo"], 60_000);
+    // The line is full: the third is refused at once, however long it would wait.
+    expect(await availability.whenAvailable(["mongo"], 60_000)).toBe(false);
+    expect(availability.waiting).toBe(2);
+    // Another dependency's loss keeps the first waiting after the database is back.
+    availability.mark("nats", "disconnected");
+    availability.mark("mongo", undefined);
+    expect(await second).toBe(true);
+    expect(availability.waiting).toBe(1);
+    availability.mark("nats", undefined);
+    expect(await first).toBe(true);
+    // A dependency that stays down: refused when the wait runs out, and out of the line.
+    availability.mark("nats", "disconnected");
+    expect(await availability.whenAvailable(["nats"], 20)).toBe(false);
+    expect(availability.waiting).toBe(0);
+    availability.close();
+  });
 });

@@ -66,6 +66,8 @@ export interface AvailabilityOptions {
   probeMs: number;
   /** A probe that takes longer than this counts as a failure. */
   probeTimeoutMs: number;
+  /** Requests that may wait for a dependency at once (see {@link Availability.whenAvailable}); default 512. */
+  maxWaiting?: number;
 }
 
 /**
@@ -77,6 +79,8 @@ export class Availability {
   readonly #options: AvailabilityOptions;
   readonly #down = new Map<Dependency, string>();
   readonly #timer: NodeJS.Timeout;
+  /** Requests waiting for dependencies to come back: each checks on every recovery. */
+  readonly #waiting = new Set<() => void>();
   #probing = false;
   #closed = false;
 
@@ -97,6 +101,35 @@ export class Availability {
     return needed.every((d) => !this.#down.has(d));
   }
 
+  /**
+   * Resolves true as soon as every dependency in `needed` is available (at once when they are), false after
+   * `waitMs`, or at once when {@link AvailabilityOptions.maxWaiting} requests are waiting already. A request
+   * that arrives near the end of an outage goes on when the dependency is back, instead of being refused and
+   * retrying a `Retry-After` later: the backlog an outage leaves starts to drain the moment it ends.
+   */
+  async whenAvailable(needed: readonly Dependency[], waitMs: number): Promise<boolean> {
+    if (this.available(needed)) return true;
+    if (waitMs <= 0 || this.#closed || this.#waiting.size >= (this.#options.maxWaiting ?? 512)) return false;
+    return new Promise<boolean>((resolve) => {
+      const check = () => {
+        if (!this.available(needed)) return;
+        this.#waiting.delete(check);
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#waiting.delete(check);
+        resolve(false);
+      }, waitMs);
+      this.#waiting.add(check);
+    });
+  }
+
+  /** Requests waiting for a dependency now. */
+  get waiting(): number {
+    return this.#waiting.size;
+  }
+
   /** Marks `dependency` down or up; logs the transition once. */
   mark(dependency: Dependency, down: string | undefined): void {
     const was = this.#down.get(dependency);
@@ -104,7 +137,8 @@ export class Availability {
       if (was === undefined) return;
       this.#down.delete(dependency);
       // At the outage's level: whoever saw it begin sees it end.
-      this.#options.logger.warn({ dependency, was: was }, "dependency available again");
+      this.#options.logger.warn({ dependency, was: was, waiting: this.#waiting.size }, "dependency available again");
+      for (const check of [...this.#waiting]) check();
     } else {
       if (was !== undefined) return;
       this.#down.set(dependency, down);
