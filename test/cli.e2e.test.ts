@@ -1,5 +1,7 @@
 import { execFile, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
+import { parseNatsSeeds } from "@toolgate/bus";
 import { freePort, REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -44,6 +46,17 @@ describe("toolgate CLI", () => {
     expect((cancel as { stderr: string }).stderr.trim()).toBe("toolgate: RUN_ENDED: the run already ended (completed)");
   });
 
+  it("honours --task when the input does not name the task: the README's run saves its evidence", async () => {
+    // The README's command: the model reads only the input, so the task must reach it there too, or its
+    // save_evidence names another task and policy denies it (PERMISSION_DENIED).
+    const out = await toolgate("runs", "start", "--model", "scripted:c04", "--input", "research agent state management", "--task", "task_readme", "--wait");
+    expect(out).toMatch(/^run_\S+\s+completed/);
+    expect(out).toMatch(/save_evidence\s+completed ok/);
+    const runId = out.split(/\s/)[0]!;
+    const started = (await stack.trace(runId)).find((e) => e.event.kind === "run" && e.event.type === "started");
+    expect(started?.event.payload).toMatchObject({ context: { task_id: "task_readme" } });
+  });
+
   it("lists the tools and explains a failure without a stack trace", async () => {
     expect(await toolgate("tools")).toMatch(/^search_sources@1\.0\.0 /m);
     const failed = await run(process.execPath, [CLI, "runs", "get", "run_01M8KHXH7NQ308R8J60HB476AB"], { env }).catch(
@@ -68,6 +81,57 @@ describe("toolgate CLI", () => {
       expect(output).toMatch(/call\.completed\s+call_\S+\s+search_sources ok/);
     } finally {
       tail.kill("SIGINT");
+    }
+  });
+
+  /** Starts `toolgate tail` with `args`; `output()` is what it printed so far. */
+  const startTail = (args: string[], extraEnv: Record<string, string> = {}) => {
+    const child = spawn(process.execPath, [CLI, "tail", ...args], { env: { ...env, ...extraEnv } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    return { child, stdout: () => stdout, stderr: () => stderr };
+  };
+
+  /** A run that has ended, and its one call (which ended before any tail was started). */
+  const endedCall = async () => {
+    const started = await stack.api<{ run_id: string }>("POST", "/v1/runs", { model: "scripted:c04-no-match", input: "q", context: { task_id: "t" } });
+    const events = await stack.trace(started.body.run_id);
+    const callId = events.find((e) => e.event.kind === "call")!.event as { call_id: string };
+    return { runId: started.body.run_id, callId: callId.call_id };
+  };
+
+  it("tail --call replays the history of a call that has ended, in order, and only that call's", async () => {
+    const { callId } = await endedCall();
+    const other = await endedCall();
+    const tail = startTail(["--call", callId]);
+    try {
+      await waitFor(() => tail.stdout().includes("call.result_attached") || undefined, { description: "the tail replaying the ended call" });
+      const types = tail
+        .stdout()
+        .trimEnd()
+        .split("\n")
+        .map((l) => /\s(call\.\w+)\s/.exec(l)?.[1]);
+      expect(types).toEqual(["call.proposed", "call.authorized", "call.started", "call.completed", "call.result_attached"]);
+      expect(tail.stdout()).toMatch(/call\.completed\s+call_\S+\s+search_sources ok/);
+      expect(tail.stdout()).not.toContain(other.callId);
+      expect(tail.stderr()).toContain(`following ${stack.name}.call.${callId}.* from its first event`);
+    } finally {
+      tail.child.kill("SIGINT");
+    }
+  });
+
+  const seedsFile = process.env.TOOLGATE_TEST_NATS_SEEDS;
+  it.skipIf(!seedsFile)("tail --call replays with the read-only subscriber identity", async () => {
+    const seed = parseNatsSeeds(readFileSync(seedsFile!, "utf8")).subscriber!;
+    const { callId } = await endedCall();
+    const tail = startTail(["--call", callId, "--json"], { NATS_NKEY_SEED: seed });
+    try {
+      await waitFor(() => tail.stdout().includes('"type": "result_attached"') || undefined, { description: "the subscriber's tail replaying the call" });
+      expect(tail.stdout()).toContain('"type": "proposed"');
+    } finally {
+      tail.child.kill("SIGINT");
     }
   });
 
@@ -150,6 +214,21 @@ describe("toolgate CLI", () => {
       const nothing = await attempt(["tools"], { TOOLGATE_URL: `http://127.0.0.1:${await freePort()}` });
       expect(nothing.code).toBe(1);
       expect(oneLine(nothing.stderr)).toMatch(/^toolgate: cannot reach the orchestrator at http:\/\/127\.0\.0\.1:\d+ \(TOOLGATE_URL\): ECONNREFUSED$/);
+    });
+
+    it("names a bad --task, --call or subject prefix, and a stream that is not there", async () => {
+      const task = await attempt(["runs", "start", "--model", "scripted:c04", "--task", "task c04"]);
+      expect(task.code).toBe(2);
+      expect(oneLine(task.stderr)).toBe("toolgate: runs start: --task must be a task id (up to 128 letters, digits, _ and -)");
+      const call = await attempt(["tail", "--call", "call.*"]);
+      expect(call.code).toBe(2);
+      expect(oneLine(call.stderr)).toBe("toolgate: tail: --call must be a call id (call_<ULID>)");
+      const prefix = await attempt(["tail"], { TOOLGATE_SUBJECT_PREFIX: "Not A Prefix" });
+      expect(prefix.code).toBe(2);
+      expect(oneLine(prefix.stderr)).toBe('toolgate: TOOLGATE_SUBJECT_PREFIX "Not A Prefix" is not a subject prefix');
+      const missing = await attempt(["tail", "--call", "call_01M8KHXH7NQ308R8J60HB476AB"], { TOOLGATE_SUBJECT_PREFIX: "no-such-stack" });
+      expect(missing.code).toBe(1);
+      expect(oneLine(missing.stderr)).toBe("toolgate: NATS has no stream NO_SUCH_STACK_EVENTS; check TOOLGATE_SUBJECT_PREFIX");
     });
 
     it("says so in one line when tail cannot reach NATS", async () => {

@@ -6,16 +6,15 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect } from "@nats-io/transport-node";
-import { generateNatsIdentities, natsAuthorizationConfig, seedAuthenticator } from "@toolgate/bus";
-import { parseEvent, subjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { generateNatsIdentities, natsAuthorizationConfig } from "@toolgate/bus";
+import { CallIdSchema, RunIdSchema, type ToolgateEvent } from "@toolgate/contracts";
+import { CliError } from "./cli-error.js";
 import { parseCommandLine, usage, UsageError } from "./command-line.js";
+import { callStatus, describeRun, startRunBody, type CallView, type PendingState, type RunView } from "./run-view.js";
+import { describeEvent, tail } from "./tail.js";
 
 const env = process.env;
 let flags: Record<string, string | boolean | undefined> = {};
-
-/** A failed command: printed as one line without a stack trace, exit code 1. */
-class CliError extends Error {}
 
 /** The value of an environment variable the command needs; a usage error (exit 2) naming it when unset. */
 function variable(name: string, what: string): string {
@@ -86,61 +85,56 @@ function print(value: unknown, human: () => string): void {
   console.log(flags.json ? JSON.stringify(value, null, 2) : human());
 }
 
-interface RunView {
-  run_id: string;
-  status: string;
-  model: string;
-  final_text?: string;
-  stop_reason?: string;
-  calls: { call_id: string; provider_call_id: string; tool: string; status: string; result?: { ok: boolean; error?: { code: string } } }[];
-}
-
-function describeRun(run: RunView): string {
-  const lines = [`${run.run_id}  ${run.status}${run.stop_reason ? ` (${run.stop_reason})` : ""}  model=${run.model}`];
-  for (const c of run.calls)
-    lines.push(`  ${c.call_id}  ${c.tool.padEnd(16)} ${c.status}${c.result ? (c.result.ok ? " ok" : ` ${c.result.error?.code ?? "error"}`) : ""}`);
-  if (run.final_text) lines.push(`  final: ${run.final_text}`);
-  return lines.join("\n");
-}
-
-/** One line per event, for `tail` and `audit`. */
-export function describeEvent(event: ToolgateEvent): string {
-  const who = event.kind === "call" ? event.call_id : event.run_id;
-  const tool = event.tool?.name ?? (event.kind === "call" && event.type === "proposed" ? event.payload.tool_name : "");
-  let detail = "";
-  if (event.kind === "call" && (event.type === "completed" || event.type === "rejected" || event.type === "denied" || event.type === "outcome_unknown")) {
-    const r = event.payload.result;
-    detail = r.ok ? "ok" : `${r.error.code} retryable=${r.retryable}`;
+/**
+ * Which of these pending calls (all of one run) wait for an approval: the orchestrator's results API tells
+ * `running` from `awaiting_approval`, which its run and call views both show as `pending`.
+ */
+async function pendingStates(calls: readonly Pick<CallView, "call_id" | "status">[]): Promise<Map<string, PendingState>> {
+  const states = new Map<string, PendingState>();
+  const ids = calls.filter((c) => c.status === "pending").map((c) => c.call_id);
+  // The API takes up to 64 calls a request.
+  for (let i = 0; i < ids.length; i += 64) {
+    const chunk = ids.slice(i, i + 64);
+    const answer = await orchestrator<{ pending?: { call_id: string; status: string }[] }>(
+      "GET",
+      `/v1/providers/openai-chat/results?call_ids=${chunk.map(encodeURIComponent).join(",")}&wait_ms=0`,
+      has("run_id", "complete"),
+    );
+    for (const p of answer.pending ?? []) states.set(p.call_id, p.status === "awaiting_approval" ? "awaiting_approval" : "running");
   }
-  if (event.kind === "run" && event.type === "stopped") detail = event.payload.reason;
-  return `${event.time}  ${`${event.kind}.${event.type}`.padEnd(22)} ${who}  ${tool} ${detail}`.trimEnd();
+  return states;
 }
 
-async function tail(): Promise<void> {
-  const subjects = subjectCatalogue(env.TOOLGATE_SUBJECT_PREFIX ?? "toolgate");
-  const servers = env.NATS_URL ?? "nats://127.0.0.1:4222";
-  const seed = env.NATS_NKEY_SEED;
-  const nc = await connect({ servers: servers.split(","), timeout: 5_000, ...(seed ? { authenticator: seedAuthenticator(seed) } : {}) }).catch(
-    (error: unknown) => {
-      throw new CliError(`cannot reach NATS at ${servers} (NATS_URL): ${(error as Error).message}`);
-    },
-  );
-  const call = typeof flags.call === "string" ? flags.call : undefined;
-  const run = typeof flags.run === "string" ? flags.run : undefined;
-  const filter = call ? subjects.oneCall(call) : `${subjects.prefix}.>`;
-  const sub = nc.subscribe(filter);
-  process.on("SIGINT", () => void nc.drain().then(() => process.exit(0)));
-  process.on("SIGTERM", () => void nc.drain().then(() => process.exit(0)));
-  console.error(`following ${filter}${run ? ` for run ${run}` : ""} (Ctrl-C to stop)`);
-  for await (const msg of sub) {
-    const parsed = parseEvent(msg.data, 8 * 1024 * 1024);
-    if (!parsed.ok) {
-      console.log(`(${msg.subject}: ${parsed.rejection.reason})`);
-      continue;
+/** Prints a run, saying which of its pending calls wait for an approval. */
+async function printRun(run: RunView): Promise<void> {
+  const pending = flags.json ? new Map<string, PendingState>() : await pendingStates(run.calls);
+  print(run, () => describeRun(run, pending));
+}
+
+/**
+ * Long-polls a run until it has ended; on stderr, says once of each call that it waits for an approval (the
+ * run waits with it, up to the approval's expiry).
+ */
+async function waitForRun(runId: string): Promise<RunView> {
+  const announced = new Set<string>();
+  for (;;) {
+    // A short poll: a call that starts waiting for an approval is told within seconds.
+    const run = await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(runId)}?wait_ms=2000`, has("run_id", "status", "calls"));
+    if (run.status !== "running") return run;
+    for (const [callId, state] of await pendingStates(run.calls)) {
+      if (state !== "awaiting_approval" || announced.has(callId)) continue;
+      announced.add(callId);
+      const tool = run.calls.find((c) => c.call_id === callId)?.tool ?? "";
+      console.error(`${runId}: ${callId} (${tool}) is waiting for an approval (toolgate approvals list)`);
     }
-    if (run && parsed.event.run_id !== run) continue;
-    print(parsed.event, () => describeEvent(parsed.event));
   }
+}
+
+/** `TOOLGATE_SUBJECT_PREFIX`, or a usage error naming it when it is not a subject prefix. */
+function subjectPrefix(): string {
+  const prefix = env.TOOLGATE_SUBJECT_PREFIX ?? "toolgate";
+  if (!/^[a-z][a-z0-9_-]{0,31}$/.test(prefix)) throw new UsageError(`TOOLGATE_SUBJECT_PREFIX ${JSON.stringify(prefix).slice(0, 40)} is not a subject prefix`);
+  return prefix;
 }
 
 interface Approval {
@@ -173,32 +167,26 @@ async function main(): Promise<void> {
     case "runs start": {
       const task = typeof flags.task === "string" ? flags.task : undefined;
       if (typeof flags.model !== "string") throw new UsageError("runs start: --model is required (see toolgate runs start --help)");
-      const started = await orchestrator<{ run_id: string }>("POST", "/v1/runs", has("run_id"), {
-        model: flags.model,
-        input: typeof flags.input === "string" ? flags.input : "",
-        context: task ? { task_id: task } : {},
-      });
+      if (task !== undefined && !/^[A-Za-z0-9_-]{1,128}$/.test(task))
+        throw new UsageError("runs start: --task must be a task id (up to 128 letters, digits, _ and -)");
+      const input = typeof flags.input === "string" ? flags.input : "";
+      const started = await orchestrator<{ run_id: string }>("POST", "/v1/runs", has("run_id"), startRunBody(flags.model, input, task));
       if (!flags.wait) return print(started, () => started.run_id);
-      let run: RunView;
-      do run = await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(started.run_id)}?wait_ms=10000`, has("run_id", "status", "calls"));
-      while (run.status === "running");
-      return print(run, () => describeRun(run));
+      console.error(`started ${started.run_id}; waiting for it to end (Ctrl-C stops waiting, not the run)`);
+      return printRun(await waitForRun(started.run_id));
     }
-    case "runs get": {
-      const run = await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(id)}`, has("run_id", "status", "calls"));
-      return print(run, () => describeRun(run));
-    }
-    case "runs cancel": {
-      const run = await orchestrator<RunView>("POST", `/v1/runs/${encodeURIComponent(id)}/cancel`, has("run_id", "status", "calls"), {});
-      return print(run, () => describeRun(run));
-    }
+    case "runs get":
+      return printRun(await orchestrator<RunView>("GET", `/v1/runs/${encodeURIComponent(id)}`, has("run_id", "status", "calls")));
+    case "runs cancel":
+      return printRun(await orchestrator<RunView>("POST", `/v1/runs/${encodeURIComponent(id)}/cancel`, has("run_id", "status", "calls"), {}));
     case "calls get": {
       const call = await orchestrator<{ call_id: string; tool: string; status: string; result?: unknown }>(
         "GET",
         `/v1/tool-calls/${encodeURIComponent(id)}`,
         has("call_id", "status"),
       );
-      return print(call, () => `${call.call_id}  ${call.tool}  ${call.status}\n${JSON.stringify(call.result ?? null, null, 2)}`);
+      const pending = flags.json ? new Map<string, PendingState>() : await pendingStates([call]);
+      return print(call, () => `${call.call_id}  ${call.tool}  ${callStatus(call, pending)}\n${JSON.stringify(call.result ?? null, null, 2)}`);
     }
     case "tools": {
       const format = typeof flags.format === "string" ? flags.format : undefined;
@@ -243,7 +231,16 @@ async function main(): Promise<void> {
       return print(trail, () => trail.events.map((e) => describeEvent(e.event)).join("\n"));
     }
     case "tail":
-      return tail();
+      if (typeof flags.call === "string" && !CallIdSchema.safeParse(flags.call).success) throw new UsageError("tail: --call must be a call id (call_<ULID>)");
+      if (typeof flags.run === "string" && !RunIdSchema.safeParse(flags.run).success) throw new UsageError("tail: --run must be a run id (run_<ULID>)");
+      return tail({
+        servers: env.NATS_URL ?? "nats://127.0.0.1:4222",
+        seed: env.NATS_NKEY_SEED,
+        prefix: subjectPrefix(),
+        run: typeof flags.run === "string" ? flags.run : undefined,
+        call: typeof flags.call === "string" ? flags.call : undefined,
+        print: (event) => print(event, () => describeEvent(event)),
+      });
     case "nats-auth":
       return natsAuth();
   }

@@ -31,8 +31,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       model: { type: "string", value: "model", help: "the model, e.g. scripted:c04 or openai:gpt-5 (required)" },
       input: { type: "string", value: "text", help: "the run's input" },
-      task: { type: "string", value: "task_id", help: "the task the run works on (its context)" },
-      wait: { type: "boolean", help: "wait until the run has ended and print it" },
+      task: { type: "string", value: "task_id", help: "the task the run works on: its context, and named in the input for the model" },
+      wait: { type: "boolean", help: "wait until the run has ended and print it, saying which calls wait for an approval" },
       json: JSON_OPTION,
     },
     env: ORCHESTRATOR_ENV,
@@ -81,10 +81,10 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "tail",
     args: [],
-    summary: "print events as they happen (Ctrl-C to stop)",
+    summary: "print events as they happen (Ctrl-C to stop); with --call, the call's history first",
     options: {
-      run: { type: "string", value: "run_id", help: "only the events of this run" },
-      call: { type: "string", value: "call_id", help: "only the events of this call" },
+      run: { type: "string", value: "run_id", help: "only the events of this run, from now on" },
+      call: { type: "string", value: "call_id", help: "only the events of this call, from its first one (also when it has ended)" },
       json: JSON_OPTION,
     },
     env: ["NATS_URL (default nats://127.0.0.1:4222)", "TOOLGATE_SUBJECT_PREFIX (default toolgate)", "NATS_NKEY_SEED (a subscriber's identity)"],
