@@ -2,13 +2,19 @@
 # Writes .env for docker-compose: a fresh Ed25519 policy key pair, an API key for a researcher (orchestrator)
 # and one for an approver (policy's approval API and page), and a NATS identity (nkey) for each service, for
 # subscribers and for the operator, with the cluster's configuration that holds each to its subject
-# permissions (infra/nats/auth/nats-auth.conf). Needs the workspace installed (`pnpm install`).
+# permissions (infra/nats/auth/nats-auth.conf), and a private CA with the NATS servers' certificate, so that
+# every client connection is TLS verified against that CA (infra/nats/tls/). Needs the workspace installed
+# (`pnpm install`) and openssl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f .env ] && { echo ".env exists; delete it to generate new secrets" >&2; exit 1; }
 [ -e infra/nats/auth ] && { echo "infra/nats/auth exists; delete it to generate new NATS identities" >&2; exit 1; }
+[ -e infra/nats/tls ] && { echo "infra/nats/tls exists; delete it to generate a new NATS CA and certificate" >&2; exit 1; }
+command -v openssl >/dev/null || { echo "openssl is needed for the NATS servers' certificate" >&2; exit 1; }
 pnpm exec tsc -b packages/cli
-node packages/cli/dist/cli.js nats-auth --out infra/nats/auth --include ../cluster-node.conf
+node packages/cli/dist/cli.js nats-auth --out infra/nats/auth --include ../cluster-node-tls.conf
+# The compose nodes read it at /etc/nats/tls; the services trust ca.pem (NATS_TLS_CA).
+infra/nats/make-tls.sh infra/nats/tls /etc/nats/tls nats-1 nats-2 nats-3 localhost 127.0.0.1
 node --input-type=module -e '
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 const { privateKey, publicKey } = generateKeyPairSync("ed25519");

@@ -58,6 +58,11 @@ export interface NatsEventBusOptions {
    * subject permissions ({@link natsPermissions}). Without it the connection is anonymous.
    */
   nkeySeed?: string;
+  /**
+   * A PEM file of the CA that signed the servers' certificates: the connection then requires TLS and verifies
+   * the server against it (never against the system's CAs alone). Without it the connection is plain TCP.
+   */
+  tlsCaFile?: string;
   /** Messages above this size are refused before parsing. */
   maxEventBytes: number;
   stream: StreamSettings;
@@ -216,6 +221,7 @@ export class NatsEventBus implements EventBus {
       servers: options.servers.split(","),
       name: options.name,
       ...(options.nkeySeed ? { authenticator: seedAuthenticator(options.nkeySeed) } : {}),
+      ...(options.tlsCaFile ? { tls: { caFile: options.tlsCaFile } } : {}),
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
       pingInterval: PING_INTERVAL_MS,

@@ -236,6 +236,7 @@ async function main(): Promise<void> {
       return tail({
         servers: env.NATS_URL ?? "nats://127.0.0.1:4222",
         seed: env.NATS_NKEY_SEED,
+        tlsCa: env.NATS_TLS_CA,
         prefix: subjectPrefix(),
         run: typeof flags.run === "string" ? flags.run : undefined,
         call: typeof flags.call === "string" ? flags.call : undefined,

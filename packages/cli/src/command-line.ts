@@ -87,7 +87,12 @@ export const COMMANDS: readonly CommandSpec[] = [
       call: { type: "string", value: "call_id", help: "only the events of this call, from its first one (also when it has ended)" },
       json: JSON_OPTION,
     },
-    env: ["NATS_URL (default nats://127.0.0.1:4222)", "TOOLGATE_SUBJECT_PREFIX (default toolgate)", "NATS_NKEY_SEED (a subscriber's identity)"],
+    env: [
+      "NATS_URL (default nats://127.0.0.1:4222)",
+      "TOOLGATE_SUBJECT_PREFIX (default toolgate)",
+      "NATS_NKEY_SEED (a subscriber's identity)",
+      "NATS_TLS_CA (the servers' CA, for TLS)",
+    ],
   },
   {
     name: "nats-auth",

@@ -8,6 +8,8 @@ import { CliError } from "./cli-error.js";
 export interface TailOptions {
   servers: string;
   seed: string | undefined;
+  /** A PEM file of the NATS servers' CA (`NATS_TLS_CA`): the connection requires TLS verified against it. */
+  tlsCa: string | undefined;
   prefix: string;
   run: string | undefined;
   call: string | undefined;
@@ -42,6 +44,7 @@ export async function tail(options: TailOptions): Promise<void> {
     servers: options.servers.split(","),
     timeout: 5_000,
     ...(options.seed ? { authenticator: seedAuthenticator(options.seed) } : {}),
+    ...(options.tlsCa ? { tls: { caFile: options.tlsCa } } : {}),
   }).catch((error: unknown) => {
     throw new CliError(`cannot reach NATS at ${options.servers} (NATS_URL): ${(error as Error).message}`);
   });

@@ -26,6 +26,11 @@ export const baseEnvShape = {
     .regex(/^SU[A-Z2-7]{56}$/, "an nkey user seed (SU…)")
     .optional(),
   /**
+   * A PEM file with the CA that signed the NATS servers' certificates: the connection then requires TLS and
+   * verifies the server against this CA (`infra/nats/make-tls.sh` creates one; docker-compose runs with it).
+   */
+  NATS_TLS_CA: z.string().min(1).optional(),
+  /**
    * Monitoring URLs of the NATS servers (`http://host:8222`, comma-separated): the only place a client can read
    * whether a server syncs every write. Required when the servers are clustered.
    */

@@ -1,6 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -175,33 +175,46 @@ export type PrivateIdentities = "only" | "local-tools" | undefined;
 function withIdentities(
   base: "server.conf" | "cluster-node.conf",
   identities: PrivateIdentities,
-): { config: NatsNodeSettings["config"]; seeds: Partial<Record<NatsRole, string>> } {
-  if (!identities) return { config: base, seeds: {} };
-  const path = join(mkdtempSync(join(tmpdir(), "tg-nats-auth-")), "nats-auth.conf");
-  const created = generateNatsIdentities();
+  tls = false,
+): { config: NatsNodeSettings["config"]; seeds: Partial<Record<NatsRole, string>>; tlsCa?: string } {
+  if (!identities && !tls) return { config: base, seeds: {} };
+  const dir = mkdtempSync(join(tmpdir(), "tg-nats-auth-"));
+  const path = join(dir, "nats-auth.conf");
+  const created = identities ? generateNatsIdentities() : [];
   const include = relative(dirname(path), join(REPO_ROOT, "infra/nats", base));
-  writeFileSync(
-    path,
-    `include ${JSON.stringify(include)}\n${natsAuthorizationConfig(created, { prefix: "*", openToLocalTools: identities === "local-tools" })}`,
-  );
-  return { config: { path }, seeds: Object.fromEntries(created.map(({ role, seed }) => [role, seed])) };
+  const lines = [`include ${JSON.stringify(include)}`];
+  if (identities) lines.push(natsAuthorizationConfig(created, { prefix: "*", openToLocalTools: identities === "local-tools" }));
+  if (tls) {
+    // The CA and certificate the docker-compose servers get from ./infra/generate-env.sh, for loopback.
+    execFileSync(join(REPO_ROOT, "infra/nats/make-tls.sh"), [join(dir, "tls"), join(dir, "tls"), "localhost", "127.0.0.1"], { stdio: "pipe" });
+    lines.push(`include ${JSON.stringify("tls/tls.conf")}`);
+  }
+  writeFileSync(path, `${lines.join("\n")}\n`);
+  return {
+    config: { path },
+    seeds: Object.fromEntries(created.map(({ role, seed }) => [role, seed])),
+    ...(tls ? { tlsCa: join(dir, "tls", "ca.pem") } : {}),
+  };
 }
 
 export class PrivateNats extends PrivateNatsNode {
   /** The identities' seeds by role, when the server was started with identities. */
   seeds: Partial<Record<NatsRole, string>> = {};
+  /** The CA (a PEM file) its certificate is signed by, when the server was started with `tls`. */
+  tlsCa: string | undefined;
 
   /**
    * Starts the server and waits until JetStream is up. Throws when infra/.bin/nats-server is missing. With
    * `identities`, the server admits only the identities it creates (`seeds`, one per role, each held to its
    * subject permissions under any prefix); `"local-tools"` also lets connections without credentials in with
-   * every right, as the dev server does.
+   * every right, as the dev server does. With `tls`, client connections must use TLS (a fresh CA: `tlsCa`).
    */
-  static async start(options: { identities?: PrivateIdentities } = {}): Promise<PrivateNats> {
+  static async start(options: { identities?: PrivateIdentities; tls?: boolean } = {}): Promise<PrivateNats> {
     const [port, httpPort] = await freePorts(2);
-    const { config, seeds } = withIdentities("server.conf", options.identities);
+    const { config, seeds, tlsCa } = withIdentities("server.conf", options.identities, options.tls);
     const server = new PrivateNats({ serverName: "private", port: port!, httpPort: httpPort!, config, env: {} });
     server.seeds = seeds;
+    server.tlsCa = tlsCa;
     await server.start();
     await server.healthy();
     return server;

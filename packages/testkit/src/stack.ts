@@ -86,6 +86,8 @@ export interface StackOptions {
    * `TOOLGATE_TEST_NATS_SEEDS` (what `./infra/dev.sh up` writes for its server), else anonymous connections.
    */
   natsSeeds?: Partial<Record<NatsRole, string>>;
+  /** The CA (a PEM file) of a NATS server that requires TLS: every connection of the stack verifies against it. */
+  natsTlsCa?: string;
 }
 
 /** The identities of `TOOLGATE_TEST_NATS_SEEDS`, or none. */
@@ -128,6 +130,7 @@ export class Stack {
   readonly #idpKey: KeyObject;
   readonly #natsServers: string[];
   readonly #natsSeeds: Partial<Record<NatsRole, string>>;
+  readonly #natsTlsCa: string | undefined;
   readonly #streamReplicas: number;
   readonly #toolsets: readonly string[];
   readonly #serviceEnv: Record<ServiceName, Record<string, string>>;
@@ -136,6 +139,7 @@ export class Stack {
     this.name = options.name ?? `tg${randomBytes(4).toString("hex")}`;
     this.#natsServers = options.natsUrl.split(",");
     this.#natsSeeds = options.natsSeeds ?? defaultNatsSeeds();
+    this.#natsTlsCa = options.natsTlsCa;
     this.#streamReplicas = options.streamReplicas ?? 1;
     this.#toolsets = options.toolsets ?? ["research"];
     const { privateKey, publicKey } = generateKeyPairSync("ed25519");
@@ -161,6 +165,7 @@ export class Stack {
     const monitorUrl = options.natsMonitorUrl ?? process.env.NATS_MONITOR_URL;
     this.env = {
       NATS_URL: options.natsUrl,
+      ...(options.natsTlsCa ? { NATS_TLS_CA: options.natsTlsCa } : {}),
       MONGO_URL: options.mongoUrl,
       MONGO_DB: `${this.name}_runtime`,
       TOOLGATE_SUBJECT_PREFIX: this.name,
@@ -422,7 +427,11 @@ export class Stack {
   /** A connection of the stack's own, with the operator's identity when the stack has identities. */
   #connectAsOperator(): ReturnType<typeof connect> {
     const seed = this.#natsSeeds.operator;
-    return connect({ servers: this.#natsServers, ...(seed ? { authenticator: seedAuthenticator(seed) } : {}) });
+    return connect({
+      servers: this.#natsServers,
+      ...(seed ? { authenticator: seedAuthenticator(seed) } : {}),
+      ...(this.#natsTlsCa ? { tls: { caFile: this.#natsTlsCa } } : {}),
+    });
   }
 
   async #deleteStreams(): Promise<void> {
