@@ -1,9 +1,9 @@
 /**
  * The approval page: static HTML, CSS and a small script, served under a strict Content-Security-Policy (no
- * inline script, no other origin). The approver types an API key or JWT; it stays in this tab's session storage
- * and travels only as an `Authorization` header to the policy API — no cookie, so no cross-site request can
- * act with it. Everything shown comes from the API and is written with `textContent`, never as HTML: the
- * arguments are the model's and may contain markup.
+ * inline script or style, no other origin). The approver types an API key or JWT; it stays in this tab's session
+ * storage and travels only as an `Authorization` header to the policy API — no cookie, so no cross-site request
+ * can act with it. Everything shown comes from the API and is written with `textContent`, never as HTML: the
+ * arguments are the model's and may contain markup. Sensitive arguments arrive already redacted by the desk.
  */
 export const APPROVAL_PAGE_HTML = `<!doctype html>
 <html lang="en">
@@ -14,7 +14,7 @@ export const APPROVAL_PAGE_HTML = `<!doctype html>
 <link rel="stylesheet" href="/approvals/app.css">
 </head>
 <body>
-<header>
+<header class="top">
   <h1>Pending approvals</h1>
   <span id="who" data-testid="who"></span>
 </header>
@@ -33,12 +33,7 @@ export const APPROVAL_PAGE_HTML = `<!doctype html>
       <button id="signout" type="button">Sign out</button>
       <span id="status" role="status" data-testid="status"></span>
     </p>
-    <table id="approvals">
-      <thead>
-        <tr><th>Tool</th><th>Requested by</th><th>Risk</th><th>Arguments</th><th>Plan hash</th><th>Expires</th><th>Decision</th></tr>
-      </thead>
-      <tbody></tbody>
-    </table>
+    <div id="approvals"></div>
     <p id="empty" hidden>No pending approvals.</p>
   </section>
 </main>
@@ -47,26 +42,72 @@ export const APPROVAL_PAGE_HTML = `<!doctype html>
 </html>
 `;
 
-export const APPROVAL_PAGE_CSS = `body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1b1b1b; }
-header { display: flex; gap: 1rem; align-items: baseline; }
-h1 { font-size: 1.3rem; margin: 0 0 1rem; }
-table { border-collapse: collapse; width: 100%; }
-th, td { border: 1px solid #ccc; padding: .4rem .5rem; vertical-align: top; text-align: left; }
-pre { margin: 0; white-space: pre-wrap; word-break: break-all; max-width: 40rem; }
-code { font-size: 12px; word-break: break-all; }
-.risk-high { color: #a00; font-weight: bold; }
-.risk-medium { color: #a60; }
-.warning { color: #a00; }
-.hint { color: #555; }
-.toolbar { display: flex; gap: .5rem; align-items: center; }
+export const APPROVAL_PAGE_CSS = `*, *::before, *::after { box-sizing: border-box; }
+[hidden] { display: none !important; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #f4f5f7; }
+.top { display: flex; flex-wrap: wrap; gap: .25rem 1rem; align-items: baseline; padding: .9rem 1.5rem; background: #fff; border-bottom: 1px solid #d8dbe0; }
+h1 { font-size: 1.3rem; margin: 0; }
+main { padding: 1rem 1.5rem; max-width: 96rem; }
+button, input { font: inherit; min-height: 2.25rem; }
+button { padding: .3rem .9rem; border: 1px solid #8a8f98; border-radius: 4px; background: #fff; cursor: pointer; }
+button:disabled { opacity: .5; cursor: not-allowed; }
+button.approve { border-color: #1d6b35; }
+button.confirm-approve { background: #1d6b35; border-color: #1d6b35; color: #fff; font-weight: 600; }
+button.deny { border-color: #a00; color: #a00; }
+input { padding: .3rem .5rem; border: 1px solid #8a8f98; border-radius: 4px; }
 input#credential { width: 32rem; max-width: 100%; }
+#signin-form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+.toolbar { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+.approval { display: grid; grid-template-columns: minmax(0, 26rem) minmax(0, 1fr); grid-template-areas: "head head" "facts args" "decision decision";
+  gap: .75rem 1.5rem; margin: 0 0 1rem; padding: 1rem; background: #fff; border: 1px solid #d8dbe0; border-radius: 6px; }
+.approval.expired { opacity: .65; }
+.approval > header { grid-area: head; display: flex; flex-wrap: wrap; gap: .25rem .75rem; align-items: baseline; }
+.approval h2 { font-size: 1.1rem; margin: 0; overflow-wrap: anywhere; }
+.tag { font-size: .85rem; padding: 0 .4rem; border-radius: 3px; background: #eceef1; }
+.risk-high { color: #a00; font-weight: bold; }
+.risk-medium { color: #8a4b00; }
+.facts { grid-area: facts; margin: 0; display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .2rem .75rem; align-content: start; }
+.facts dt { color: #555; }
+.facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+code { font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: anywhere; }
+.countdown { display: block; color: #555; }
+.countdown.soon, .countdown.over { color: #a00; font-weight: 600; }
+.args { grid-area: args; min-width: 0; }
+.args h3 { font-size: .95rem; margin: 0 0 .3rem; }
+pre.arguments { margin: 0; padding: .5rem .75rem; max-height: 28rem; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere; tab-size: 2;
+  font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #f6f7f9; border: 1px solid #d8dbe0; border-radius: 4px; }
+.j-key { color: #0b4f8a; }
+.j-str { color: #1b1b1b; }
+.j-lit { color: #7a3e9d; }
+.masked { padding: 0 .3rem; border-radius: 3px; background: #1b1b1b; color: #fff; font-style: italic; }
+.warning { color: #a00; margin: .3rem 0 0; }
+.hint { color: #555; margin: .3rem 0 0; }
+.decision { grid-area: decision; display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+.decision > input { flex: 1 1 16rem; min-width: 0; }
+.confirm { flex: 1 1 100%; display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; padding: .6rem .75rem; border: 2px solid #1d6b35; border-radius: 4px; background: #eef7f0; }
+.confirm p { flex: 1 1 100%; margin: 0; overflow-wrap: anywhere; }
+@media (max-width: 48rem) {
+  .top { padding: .75rem; }
+  main { padding: .75rem; }
+  .approval { grid-template-columns: minmax(0, 1fr); grid-template-areas: "head" "facts" "args" "decision"; padding: .75rem; }
+  button { min-height: 2.75rem; }
+  code { font-size: 12px; }
+  .decision > button { flex: 1 1 8rem; }
+  .confirm > button { flex: 1 1 auto; white-space: nowrap; }
+}
 `;
 
 export const APPROVAL_PAGE_JS = `"use strict";
 (function () {
   var KEY = "toolgate.approver.credential";
+  // The desk's placeholder for a value the tool's contract marks sensitive (REDACTED in @toolgate/registry).
+  var REDACTED = "[REDACTED]";
   var $ = function (id) { return document.getElementById(id); };
   var credential = sessionStorage.getItem(KEY);
+  // Server time minus this browser's, from the API's Date header: a countdown must not trust a wrong local clock.
+  var skewMs = 0;
+  // The cards on screen by approval id, kept across refreshes so a note being typed or an open confirmation survives.
+  var cards = new Map();
 
   function api(method, path, body) {
     var init = { method: method, headers: { authorization: "Bearer " + credential } };
@@ -75,6 +116,8 @@ export const APPROVAL_PAGE_JS = `"use strict";
       init.body = JSON.stringify(body);
     }
     return fetch(path, init).then(function (response) {
+      var date = Date.parse(response.headers.get("date") || "");
+      if (!isNaN(date)) skewMs = Math.abs(date - Date.now()) > 2000 ? date - Date.now() : 0;
       return response.json().then(function (json) {
         if (!response.ok) {
           var error = new Error(json && json.error ? json.error.code + ": " + json.error.message : "HTTP " + response.status);
@@ -88,84 +131,221 @@ export const APPROVAL_PAGE_JS = `"use strict";
 
   function status(text) { $("status").textContent = text; }
 
-  function cell(row, content, className) {
-    var td = document.createElement("td");
-    if (typeof content === "string") td.textContent = content; else td.appendChild(content);
-    if (className) td.className = className;
-    row.appendChild(td);
-    return td;
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  /** "2025-03-01 14:05:09 UTC+01:00" in this browser's time zone: unambiguous whatever the locale. */
+  function localTime(iso) {
+    var d = new Date(iso);
+    var offset = -d.getTimezoneOffset();
+    var zone = "UTC" + (offset < 0 ? "-" : "+") + pad(Math.floor(Math.abs(offset) / 60)) + ":" + pad(Math.abs(offset) % 60);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + " " + zone;
+  }
+
+  function timeElement(iso) {
+    var t = el("time", "", localTime(iso));
+    t.dateTime = iso;
+    t.title = iso;
+    return t;
+  }
+
+  function remaining(ms) {
+    var s = Math.floor(ms / 1000);
+    if (s >= 3600) return Math.floor(s / 3600) + " h " + pad(Math.floor((s % 3600) / 60)) + " min";
+    if (s >= 60) return Math.floor(s / 60) + " min " + pad(s % 60) + " s";
+    return s + " s";
+  }
+
+  function pointerOf(path, key) { return path + "/" + String(key).replace(/~/g, "~0").replace(/\\//g, "~1"); }
+
+  /**
+   * Appends \`value\` as JSON.stringify(value, null, 2) would print it, one text node per token so keys, values and
+   * masked fields can be styled; redacted values are shown as masked and their pointers collected in \`masked\`.
+   */
+  function appendJson(parent, value, indent, path, masked) {
+    if (value === REDACTED) {
+      masked.push(path || "/");
+      var hidden = el("span", "masked", "hidden: sensitive");
+      hidden.title = "The tool's contract marks this field sensitive; its value is not shown to approvers.";
+      parent.appendChild(hidden);
+      return;
+    }
+    if (value === null || typeof value !== "object") {
+      parent.appendChild(el("span", typeof value === "string" ? "j-str" : "j-lit", JSON.stringify(value)));
+      return;
+    }
+    var array = Array.isArray(value);
+    var keys = array ? value.map(function (_, i) { return i; }) : Object.keys(value);
+    if (keys.length === 0) { parent.appendChild(document.createTextNode(array ? "[]" : "{}")); return; }
+    var inner = indent + "  ";
+    parent.appendChild(document.createTextNode(array ? "[\\n" : "{\\n"));
+    keys.forEach(function (key, i) {
+      parent.appendChild(document.createTextNode(inner));
+      if (!array) {
+        parent.appendChild(el("span", "j-key", JSON.stringify(key)));
+        parent.appendChild(document.createTextNode(": "));
+      }
+      appendJson(parent, value[key], inner, pointerOf(path, key), masked);
+      parent.appendChild(document.createTextNode(i < keys.length - 1 ? ",\\n" : "\\n"));
+    });
+    parent.appendChild(document.createTextNode(indent + (array ? "]" : "}")));
   }
 
   function argumentsBlock(approval) {
-    var box = document.createElement("div");
-    var pre = document.createElement("pre");
-    pre.textContent = JSON.stringify(approval.arguments, null, 2);
+    var box = el("section", "args");
+    box.appendChild(el("h3", "", "Arguments"));
+    var pre = el("pre", "arguments");
+    pre.tabIndex = 0;
+    pre.setAttribute("aria-label", "arguments of " + approval.tool.name);
+    pre.setAttribute("data-testid", "arguments");
+    var masked = [];
+    appendJson(pre, approval.arguments, "", "", masked);
     box.appendChild(pre);
-    approval.warnings.forEach(function (w) {
-      var p = document.createElement("p");
-      p.className = "warning";
-      p.textContent = "⚠ " + w;
-      box.appendChild(p);
-    });
-    approval.reasons.forEach(function (r) {
-      var p = document.createElement("p");
-      p.className = "hint";
-      p.textContent = r;
-      box.appendChild(p);
-    });
+    if (masked.length > 0) box.appendChild(el("p", "hint", "Hidden because the tool's contract marks them sensitive: " + masked.join(", ")));
+    approval.warnings.forEach(function (w) { box.appendChild(el("p", "warning", "⚠ " + w)); });
+    approval.reasons.forEach(function (r) { box.appendChild(el("p", "hint", r)); });
     return box;
   }
 
-  function decide(approval, action, reasonInput, buttons) {
-    buttons.forEach(function (b) { b.disabled = true; });
-    var body = { plan_hash: approval.plan_hash };
-    if (reasonInput.value) body.reason = reasonInput.value;
-    api("POST", "/v1/approvals/" + encodeURIComponent(approval.approval_id) + "/" + action, body)
+  function fact(list, label, content, field) {
+    list.appendChild(el("dt", "", label));
+    var dd = el("dd");
+    dd.setAttribute("data-field", field);
+    if (typeof content === "string") dd.textContent = content; else dd.appendChild(content);
+    list.appendChild(dd);
+    return dd;
+  }
+
+  function code(text) { return el("code", "", text); }
+
+  function decide(card, action) {
+    var a = card.approval;
+    card.busy = true;
+    card.sync();
+    var body = { plan_hash: a.plan_hash };
+    if (card.note.value) body.reason = card.note.value;
+    api("POST", "/v1/approvals/" + encodeURIComponent(a.approval_id) + "/" + action, body)
       .then(function (answer) {
         status((action === "approve" ? "Approved " : "Denied ") + answer.approval.tool.name + " (" + answer.approval.approval_id + ")");
         load();
       })
       .catch(function (error) {
         status(error.message);
-        buttons.forEach(function (b) { b.disabled = false; });
+        card.busy = false;
+        card.sync();
       });
   }
 
-  function render(approvals) {
-    var tbody = document.querySelector("#approvals tbody");
-    tbody.replaceChildren();
-    $("empty").hidden = approvals.length > 0;
-    approvals.forEach(function (a) {
-      var row = document.createElement("tr");
-      row.setAttribute("data-approval-id", a.approval_id);
-      row.setAttribute("data-call-id", a.call_id);
-      cell(row, a.tool.name + "@" + a.tool.version);
-      cell(row, a.requester.tenant + "/" + a.requester.subject);
-      cell(row, a.risk + (a.taint.tainted ? " (tainted run: " + a.taint.sources.join(", ") + ")" : ""), "risk-" + a.risk);
-      cell(row, argumentsBlock(a));
-      var hash = document.createElement("code");
-      hash.textContent = a.plan_hash;
-      cell(row, hash);
-      var expires = document.createElement("time");
-      expires.dateTime = a.expires_at;
-      expires.textContent = a.expires_at;
-      cell(row, expires);
-      var actions = document.createElement("div");
-      var reason = document.createElement("input");
-      reason.placeholder = "note (optional)";
-      reason.setAttribute("aria-label", "note for " + a.approval_id);
-      var approve = document.createElement("button");
-      approve.type = "button";
-      approve.textContent = "Approve";
-      var deny = document.createElement("button");
-      deny.type = "button";
-      deny.textContent = "Deny";
-      approve.addEventListener("click", function () { decide(a, "approve", reason, [approve, deny]); });
-      deny.addEventListener("click", function () { decide(a, "deny", reason, [approve, deny]); });
-      actions.append(reason, approve, deny);
-      cell(row, actions);
-      tbody.appendChild(row);
+  function buildCard(a) {
+    var node = el("article", "approval");
+    node.setAttribute("data-approval-id", a.approval_id);
+    node.setAttribute("data-call-id", a.call_id);
+    node.setAttribute("aria-label", a.tool.name + " requested by " + a.requester.tenant + "/" + a.requester.subject);
+
+    var head = el("header");
+    head.appendChild(el("h2", "", a.tool.name + "@" + a.tool.version));
+    head.appendChild(el("span", "tag risk-" + a.risk, a.risk + " risk"));
+    head.appendChild(el("span", "tag", "side effect: " + a.side_effect));
+    if (a.taint.tainted) head.appendChild(el("span", "tag warning", "tainted run: " + a.taint.sources.join(", ")));
+    node.appendChild(head);
+
+    var facts = el("dl", "facts");
+    fact(facts, "Requested by", a.requester.tenant + "/" + a.requester.subject, "requester");
+    fact(facts, "Requested", timeElement(a.requested_at), "requested-at");
+    var expires = fact(facts, "Expires", timeElement(a.expires_at), "expires-at");
+    var countdown = el("span", "countdown");
+    countdown.setAttribute("data-field", "countdown");
+    expires.appendChild(countdown);
+    fact(facts, "Call", code(a.call_id), "call-id");
+    fact(facts, "Run", code(a.run_id), "run-id");
+    fact(facts, "Approval", code(a.approval_id), "approval-id");
+    fact(facts, "Plan hash", code(a.plan_hash), "plan-hash");
+    node.appendChild(facts);
+    node.appendChild(argumentsBlock(a));
+
+    var decision = el("div", "decision");
+    var note = el("input");
+    note.placeholder = "note (optional)";
+    note.maxLength = 400;
+    note.setAttribute("aria-label", "note for " + a.approval_id);
+    var approve = el("button", "approve", "Approve");
+    approve.type = "button";
+    approve.setAttribute("aria-expanded", "false");
+    var deny = el("button", "deny", "Deny");
+    deny.type = "button";
+    // Approve only opens this step; the decision is sent from "Confirm approval", placed apart from Approve so a
+    // double click cannot go through both.
+    var confirm = el("div", "confirm");
+    confirm.setAttribute("role", "group");
+    confirm.hidden = true;
+    var question = el("p");
+    question.tabIndex = -1;
+    question.id = "confirm-" + a.approval_id;
+    question.appendChild(el("strong", "", "Approve this call? "));
+    question.appendChild(document.createTextNode(
+      a.tool.name + "@" + a.tool.version + " will run for " + a.requester.tenant + "/" + a.requester.subject +
+      " with exactly the arguments shown (plan hash " + a.plan_hash.slice(0, 19) + "…)." +
+      (a.warnings.length > 0 ? " ⚠ " + a.warnings.length + " warning(s) about the arguments above." : "")));
+    confirm.setAttribute("aria-labelledby", question.id);
+    var yes = el("button", "confirm-approve", "Confirm approval");
+    yes.type = "button";
+    var no = el("button", "", "Cancel");
+    no.type = "button";
+    confirm.append(question, yes, no);
+    decision.append(note, approve, deny, confirm);
+    node.appendChild(decision);
+
+    var card = { approval: a, node: node, note: note, busy: false, expired: false };
+    card.sync = function () {
+      approve.disabled = deny.disabled = yes.disabled = card.busy || card.expired;
+      if (card.expired) confirm.hidden = true;
+      approve.setAttribute("aria-expanded", String(!confirm.hidden));
+    };
+    card.tick = function () {
+      var left = Date.parse(a.expires_at) - (Date.now() + skewMs);
+      var expired = left <= 0;
+      countdown.textContent = expired ? "expired: it can no longer be approved" : "in " + remaining(left);
+      countdown.className = "countdown" + (expired ? " over" : left < 60000 ? " soon" : "");
+      if (expired !== card.expired) {
+        card.expired = expired;
+        node.classList.toggle("expired", expired);
+        card.sync();
+      }
+    };
+    approve.addEventListener("click", function () {
+      confirm.hidden = !confirm.hidden;
+      card.sync();
+      if (!confirm.hidden) question.focus();
     });
+    no.addEventListener("click", function () { confirm.hidden = true; card.sync(); approve.focus(); });
+    yes.addEventListener("click", function () { decide(card, "approve"); });
+    deny.addEventListener("click", function () { decide(card, "deny"); });
+    card.tick();
+    card.sync();
+    return card;
+  }
+
+  function render(approvals) {
+    var list = $("approvals");
+    var seen = new Set();
+    approvals.forEach(function (a, i) {
+      seen.add(a.approval_id);
+      var card = cards.get(a.approval_id);
+      // A request's arguments and plan hash never change under its id, so a card on screen stays as it is.
+      if (!card) { card = buildCard(a); cards.set(a.approval_id, card); }
+      if (list.children[i] !== card.node) list.insertBefore(card.node, list.children[i] || null);
+    });
+    cards.forEach(function (card, id) {
+      if (!seen.has(id)) { card.node.remove(); cards.delete(id); }
+    });
+    $("empty").hidden = approvals.length > 0;
   }
 
   function load() {
@@ -178,6 +358,7 @@ export const APPROVAL_PAGE_JS = `"use strict";
   function signOut(message) {
     credential = null;
     sessionStorage.removeItem(KEY);
+    render([]);
     $("queue").hidden = true;
     $("signin").hidden = false;
     $("who").textContent = message || "";
@@ -202,6 +383,7 @@ export const APPROVAL_PAGE_JS = `"use strict";
   $("refresh").addEventListener("click", function () { load(); });
   $("signout").addEventListener("click", function () { signOut(); });
   setInterval(function () { if (credential) load(); }, 5000);
+  setInterval(function () { cards.forEach(function (card) { card.tick(); }); }, 1000);
   if (credential) signedIn();
 })();
 `;
