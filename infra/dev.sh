@@ -117,12 +117,22 @@ started_here() {
   [ -f "$pidfile" ] && tr '\0' ' ' <"/proc/$(cat "$pidfile")/cmdline" 2>/dev/null | grep -q "^$BIN/"
 }
 
+# The cluster's nodes hold the same identities as the single server: the same authorization block, with the
+# cluster node's configuration included instead of the server's.
+ensure_nats_cluster_identities() {
+  ensure_nats_identities
+  [ -f "$NATS_AUTH/nats-auth-cluster.conf" ] && return
+  sed 's#^include "../../nats/server.conf"$#include "../../nats/cluster-node.conf"#' "$NATS_AUTH/nats-auth.conf" >"$NATS_AUTH/nats-auth-cluster.conf"
+  grep -q '^include "../../nats/cluster-node.conf"$' "$NATS_AUTH/nats-auth-cluster.conf" || die "unexpected $NATS_AUTH/nats-auth.conf: delete $NATS_AUTH to recreate it"
+}
+
 ensure_nats_cluster() {
   ensure_nats_binary
+  ensure_nats_cluster_identities
   local routes=() urls=() monitors=() i
   for i in 0 1 2; do routes+=("TOOLGATE_NATS_ROUTE_$((i + 1))=nats-route://127.0.0.1:$((CLUSTER_PORT + 2000 + i))"); done
   for i in 0 1 2; do
-    start_nats_node "nats-$((i + 1))" "$ROOT/infra/nats/cluster-node.conf" "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
+    start_nats_node "nats-$((i + 1))" "$NATS_AUTH/nats-auth-cluster.conf" "$((CLUSTER_PORT + i))" "$((CLUSTER_PORT + 4000 + i))" \
       TOOLGATE_NATS_CLUSTER_LISTEN="127.0.0.1:$((CLUSTER_PORT + 2000 + i))" "${routes[@]}"
     urls+=("nats://127.0.0.1:$((CLUSTER_PORT + i))")
     monitors+=("http://127.0.0.1:$((CLUSTER_PORT + 4000 + i))")
@@ -131,7 +141,11 @@ ensure_nats_cluster() {
   NATS_URL="$(IFS=,; echo "${urls[*]}")"
   NATS_MONITOR_URL="$(IFS=,; echo "${monitors[*]}")"
   STREAM_REPLICAS=3
-  NATS_SEEDS=""
+  NATS_SEEDS="$NATS_AUTH/nats-seeds.env"
+  if ! started_here nats-1; then
+    log "the NATS cluster on 127.0.0.1:$CLUSTER_PORT was not started by this checkout; the services connect without identities"
+    NATS_SEEDS=""
+  fi
 }
 
 ensure_postgres() {
