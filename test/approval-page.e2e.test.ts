@@ -1,9 +1,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect } from "@nats-io/transport-node";
-import { ContractCatalog, type ToolContractInput } from "@toolgate/registry";
-import { Stack, resultOf, testInfra, waitFor, waitForCallEvents } from "@toolgate/testkit";
+import type { ToolContractInput } from "@toolgate/registry";
+import { Stack, resultOf, testInfra, waitForCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { chromium, type BrowserContext, type Locator, type Page, type Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -74,21 +73,7 @@ beforeAll(async () => {
   const infra = testInfra();
   stack = await Stack.start({ natsUrl: infra.natsUrl, mongoUrl: infra.mongoUrl, policyFiles: { "approve-test.cedar": APPROVE_SAVES } });
   mongo = await new MongoClient(infra.mongoUrl).connect();
-  const nc = await connect({ servers: infra.natsUrl });
-  try {
-    const catalog = await ContractCatalog.connect(nc, { stream: `${stack.name.toUpperCase()}_CONTRACTS`, subjectPrefix: `${stack.name}.contracts` });
-    expect(await catalog.publish(REFUND)).toMatchObject({ ok: true });
-    catalog.close();
-  } finally {
-    await nc.close();
-  }
-  await waitFor(
-    async () => {
-      const { body } = await stack.api<{ tools: { name: string }[] }>("GET", "/v1/tools");
-      return body.tools.some((t) => t.name === "issue_refund");
-    },
-    { timeoutMs: 15_000, description: "issue_refund reaching the orchestrator through the catalog" },
-  );
+  expect(await stack.publishContract(REFUND)).toMatchObject({ ok: true });
   mkdirSync(shots, { recursive: true });
   profile = mkdtempSync(join(tmpdir(), "tg-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {

@@ -1,8 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { connect } from "@nats-io/transport-node";
 import { importTools, type ImportedTool } from "@toolgate/providers";
-import { ContractCatalog, type ToolContractInput } from "@toolgate/registry";
-import { Stack, testInfra, waitFor, waitForCallEvents } from "@toolgate/testkit";
+import type { ToolContractInput } from "@toolgate/registry";
+import { Stack, testInfra, waitForCallEvents } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // A tool imported from an OpenAI-style definition named `GetWeather`, completed by its owner and published to
@@ -83,21 +82,7 @@ beforeAll(async () => {
   const result = importTools("openai-chat", [GET_WEATHER]);
   if (!result.ok) throw new Error(result.error.message);
   imported = result.tools[0]!;
-  const nc = await connect({ servers: infra.natsUrl });
-  try {
-    const catalog = await ContractCatalog.connect(nc, { stream: `${stack.name.toUpperCase()}_CONTRACTS`, subjectPrefix: `${stack.name}.contracts` });
-    expect(await catalog.publish(completed(imported))).toMatchObject({ ok: true, created: true });
-    catalog.close();
-  } finally {
-    await nc.close();
-  }
-  await waitFor(
-    async () => {
-      const { body } = await stack.api<{ tools: { name: string }[] }>("GET", "/v1/tools");
-      return body.tools.some((t) => t.name === "get_weather");
-    },
-    { timeoutMs: 15_000, description: "the imported tool reaching the orchestrator through the catalog" },
-  );
+  expect(await stack.publishContract(completed(imported))).toMatchObject({ ok: true, created: true });
 });
 
 afterAll(async () => {

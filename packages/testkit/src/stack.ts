@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { parseNatsSeeds, seedAuthenticator, type NatsRole } from "@toolgate/bus";
 import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { ContractCatalog } from "@toolgate/registry";
+import { ContractCatalog, type ToolContractInput } from "@toolgate/registry";
 import { toolsetContracts, ToolsetNameSchema } from "@toolgate/toolsets";
 import { connect } from "@nats-io/transport-node";
 import { SignJWT } from "jose";
@@ -390,6 +390,30 @@ export class Stack {
    */
   async #publishContracts(): Promise<void> {
     const contracts = await toolsetContracts(ToolsetNameSchema.array().parse(this.#toolsets));
+    await this.#withCatalog(async (catalog) => {
+      for (const contract of contracts) {
+        const outcome = await publishRetrying(() => catalog.publish(contract));
+        if (!outcome.ok) throw new Error(`contract ${contract.name}@${contract.version} not published: ${outcome.message}`);
+      }
+    });
+  }
+
+  /**
+   * Publishes one more contract to this stack's catalog (a tool no executor links, an imported one) and waits
+   * until the orchestrator lists it; the catalog's answer to the publish.
+   */
+  async publishContract(contract: ToolContractInput, timeoutMs = 15_000): Promise<Awaited<ReturnType<ContractCatalog["publish"]>>> {
+    const outcome = await this.#withCatalog((catalog) => publishRetrying(() => catalog.publish(contract)));
+    if (!outcome.ok) return outcome;
+    await waitFor(async () => (await this.api<{ tools: { name: string }[] }>("GET", "/v1/tools")).body.tools.some((t) => t.name === contract.name), {
+      timeoutMs,
+      description: `${contract.name} reaching the orchestrator through the catalog`,
+    });
+    return outcome;
+  }
+
+  /** Runs `use` with this stack's contract catalog, on a connection of the stack's own. */
+  async #withCatalog<T>(use: (catalog: ContractCatalog) => Promise<T>): Promise<T> {
     const nc = await this.#connectAsOperator();
     try {
       const stem = this.name.toUpperCase().replace(/-/g, "_");
@@ -412,10 +436,7 @@ export class Stack {
           },
           { timeoutMs: 30_000, intervalMs: 100, description: `a leader for the stream ${stream}` },
         );
-        for (const contract of contracts) {
-          const outcome = await publishRetrying(() => catalog.publish(contract));
-          if (!outcome.ok) throw new Error(`contract ${contract.name}@${contract.version} not published: ${outcome.message}`);
-        }
+        return await use(catalog);
       } finally {
         catalog.close();
       }
