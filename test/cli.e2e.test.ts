@@ -1,7 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { parseNatsSeeds } from "@toolgate/bus";
 import { freePort, REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -117,19 +115,6 @@ describe("toolgate CLI", () => {
       expect(tail.stdout()).toMatch(/call\.completed\s+call_\S+\s+search_sources ok/);
       expect(tail.stdout()).not.toContain(other.callId);
       expect(tail.stderr()).toContain(`following ${stack.name}.call.${callId}.* from its first event`);
-    } finally {
-      tail.child.kill("SIGINT");
-    }
-  });
-
-  const seedsFile = process.env.TOOLGATE_TEST_NATS_SEEDS;
-  it.skipIf(!seedsFile)("tail --call replays with the read-only subscriber identity", async () => {
-    const seed = parseNatsSeeds(readFileSync(seedsFile!, "utf8")).subscriber!;
-    const { callId } = await endedCall();
-    const tail = startTail(["--call", callId, "--json"], { NATS_NKEY_SEED: seed });
-    try {
-      await waitFor(() => tail.stdout().includes('"type": "result_attached"') || undefined, { description: "the subscriber's tail replaying the call" });
-      expect(tail.stdout()).toContain('"type": "proposed"');
     } finally {
       tail.child.kill("SIGINT");
     }

@@ -179,6 +179,29 @@ describe("NATS identities with subject permissions", () => {
       tail.kill("SIGINT");
     }
   });
+
+  it("toolgate tail --call replays an ended call's history with a subscriber's identity", async () => {
+    const read = await stack.api<{ results: { call_id: string }[] }>("POST", "/v1/tool-calls", {
+      context: { task_id: "task_tail_replay" },
+      calls: [{ id: "h1", name: "fetch_document", arguments: { url: DOC } }],
+      wait_ms: 30_000,
+    });
+    const callId = read.body.results[0]!.call_id;
+    await waitForCallEvents(stack, callId, (es) => es.some((e) => e.type === "result_attached"));
+    // Read-only rights are enough to read a call's history from the stream (an ordered consumer of its own).
+    const tail = spawn(process.execPath, [CLI, "tail", "--call", callId, "--json"], {
+      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, TOOLGATE_SUBJECT_PREFIX: stack.name, NATS_NKEY_SEED: nats.seeds.subscriber! },
+    });
+    let output = "";
+    tail.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    try {
+      await waitFor(() => output.includes('"type": "result_attached"') || undefined, { description: "the subscriber's tail replaying the call" });
+      expect(output).toContain('"type": "proposed"');
+      expect(output).toContain(callId);
+    } finally {
+      tail.kill("SIGINT");
+    }
+  });
 });
 
 describe("toolgate nats-auth", () => {
