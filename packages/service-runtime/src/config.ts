@@ -72,6 +72,11 @@ export const baseEnvShape = {
    * none. Counters are always kept.
    */
   STATS_TRACE_CAPACITY: int(0, 1_000_000).default(0),
+  /**
+   * A bearer token `GET /metrics` then requires (Prometheus's `authorization` scrape setting). Unset, the
+   * endpoint is open: it holds only counts by tool, code and reason. A secret: never logged.
+   */
+  METRICS_TOKEN: z.string().min(16).optional(),
 };
 
 export const BaseEnvSchema = z.object(baseEnvShape);

@@ -1,4 +1,4 @@
-import { createLogger, initTracing, RuntimeStats, type Logger, type Tracing } from "@toolgate/telemetry";
+import { createLogger, initTracing, RuntimeStats, ServiceMetrics, type Logger, type Tracing } from "@toolgate/telemetry";
 import type { BaseConfig } from "./config.js";
 import { isUnsafeSettingRefusal } from "./start-up-guards.js";
 
@@ -15,6 +15,8 @@ export interface ServiceContext {
   tracing: Tracing;
   /** Counters (and, if configured, spans) of this process, logged as one `stats` line on SIGUSR2. */
   stats: RuntimeStats;
+  /** This process's Prometheus registry (default, bus and database metrics included), served at `GET /metrics`. */
+  metrics: ServiceMetrics;
 }
 
 export interface RunServiceOptions {
@@ -35,13 +37,18 @@ export async function runService(options: RunServiceOptions): Promise<void> {
   const logger = createLogger({ service: options.name, level: options.config.LOG_LEVEL, instance: options.config.INSTANCE_ID });
   const tracing = initTracing({ service: options.name, exporter: options.config.TRACES_EXPORTER });
   const stats = new RuntimeStats({ traceCapacity: options.config.STATS_TRACE_CAPACITY });
+  const metrics = new ServiceMetrics({
+    service: options.name,
+    stats,
+    ...(options.config.METRICS_TOKEN === undefined ? {} : { token: options.config.METRICS_TOKEN }),
+  });
   process.on("unhandledRejection", (reason) => logger.error({ err: reason }, "unhandled rejection"));
   // Start, ready and stop are always logged (unless silenced): supervisors and tests wait for `ready`.
   const lifecycle = options.config.LOG_LEVEL === "silent" ? logger : logger.child({}, { level: "info" });
 
   let running: RunningService;
   try {
-    running = await options.start({ logger, tracing, stats });
+    running = await options.start({ logger, tracing, stats, metrics });
   } catch (error) {
     // A guard's refusal is the whole story: its message names the setting, and is logged once, as the reason.
     if (isUnsafeSettingRefusal(error)) logger.fatal({ code: error.code, guard: error.guard, setting: error.setting }, `refusing to start: ${error.message}`);

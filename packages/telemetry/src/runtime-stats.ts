@@ -42,6 +42,11 @@ export class RuntimeStats {
     this.#counters.set(name, (this.#counters.get(name) ?? 0) + n);
   }
 
+  /** The counters so far, read without handing over the trace (what a metrics scrape reads). */
+  counters(): ReadonlyMap<string, number> {
+    return this.#counters;
+  }
+
   /** Records one span; the oldest spans are dropped beyond the capacity. */
   record(kind: TraceEntry[0], name: string, startUs: number, endUs: number): void {
     if (this.#capacity === 0) return;

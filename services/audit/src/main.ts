@@ -3,6 +3,7 @@ import { MongoAuditStore } from "@toolgate/storage";
 import { auditHandler } from "./audit-worker.js";
 import { loadConfig } from "./config.js";
 import { auditApi } from "./http-api.js";
+import { auditMetrics } from "./metrics.js";
 import { catalogTools } from "./redact.js";
 
 const config = loadConfig(process.env);
@@ -10,7 +11,7 @@ const config = loadConfig(process.env);
 await runService({
   name: "audit",
   config,
-  async start({ logger, stats }) {
+  async start({ logger, stats, metrics }) {
     const infra = await connectInfrastructure("audit", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
@@ -31,7 +32,11 @@ await runService({
       auditHandler({ store, tools: catalogTools(contracts), logger }),
       (rejection, message) => store.recordRejected(rejection, message),
     );
-    const api = auditApi(store, config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN });
+    const api = auditApi(store, {
+      metrics,
+      measured: auditMetrics(metrics),
+      ...(config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN }),
+    });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     return {

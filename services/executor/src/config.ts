@@ -48,6 +48,12 @@ const ExecutorEnvSchema = z.object({
     .string()
     .min(40)
     .transform((text) => (text.includes("BEGIN") ? text.split(/(?=-----BEGIN)/) : text.split(",")).map((k) => k.trim()).filter(Boolean)),
+  HTTP_HOST: z.string().default("127.0.0.1"),
+  /**
+   * Port of the executor's metrics listener (`GET /metrics`, `GET /healthz`); `0` picks a free one (reported in the
+   * `ready` log line). Unset: no listener, so that replicas on one host need no ports of their own.
+   */
+  HTTP_PORT: int(0, 65_535).optional(),
   /** Tool calls running at once in this process. */
   EXECUTOR_SLOTS: int(1, 4_096).default(128),
   /** Authorized calls the server hands out unacknowledged across all executors (back-pressure). */

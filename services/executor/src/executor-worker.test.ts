@@ -15,11 +15,12 @@ import {
 } from "@toolgate/contracts";
 import { defineTool, ToolRegistry, type ToolContractInput, type ToolOutcome } from "@toolgate/registry";
 import type { ClaimOutcome, ClaimRequest, IdempotencyStore } from "@toolgate/storage";
-import { createLogger } from "@toolgate/telemetry";
+import { createLogger, RuntimeStats, ServiceMetrics } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
 import { describe, expect, it } from "vitest";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
+import { executorMetrics, type ExecutorMetrics } from "./metrics.js";
 import type { OperationTracker } from "./operations.js";
 import { ToolInvoker } from "./tool-invoker.js";
 
@@ -125,7 +126,13 @@ class ScriptedStore implements IdempotencyStore {
 /** A publish the test controls: `store` records the event as acknowledged by the stream. */
 type Publish = (event: ToolgateEvent, store: () => PublishReceipt) => Promise<PublishReceipt>;
 
-function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals: ApprovalLedger = {} as ApprovalLedger, publish?: Publish) {
+function harness(
+  store: IdempotencyStore,
+  outcome: () => ToolOutcome,
+  approvals: ApprovalLedger = {} as ApprovalLedger,
+  publish?: Publish,
+  metrics?: ExecutorMetrics,
+) {
   const published: ToolgateEvent[] = [];
   let runs = 0;
   const bus = {
@@ -173,6 +180,7 @@ function harness(store: IdempotencyStore, outcome: () => ToolOutcome, approvals:
     logger: createLogger({ service: "test", level: "silent" }),
     random: () => 0.5,
     sleep: async () => undefined,
+    ...(metrics ? { metrics } : {}),
   });
   return { handler, published, runs: () => runs, types: () => published.map((e) => e.id.split(":").slice(1).join(":")) };
 }
@@ -385,5 +393,54 @@ describe("the record of an attempt", () => {
     expect(h.published[1]).toMatchObject({ payload: { result: { ok: false, error: { code: "OUTCOME_UNKNOWN" }, operation_id: "op_reconcile" } } });
     expect(JSON.stringify(h.published[1])).not.toContain("ECONNRESET");
     expect(store.completed[0]!.result).toMatchObject({ error: { code: "OUTCOME_UNKNOWN" } });
+  });
+});
+
+describe("the executor's metrics", () => {
+  const claimed = (): ScriptedStore => new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+  const measured = () => executorMetrics(new ServiceMetrics({ service: "executor", stats: new RuntimeStats() }));
+  /** The samples of one metric as `labels → value` (histograms: their count). */
+  const values = async (metric: { get(): Promise<{ values: { value: number; labels: object; metricName?: string }[] }> }) =>
+    (await metric.get()).values
+      .filter((v) => v.metricName === undefined || v.metricName.endsWith("_count"))
+      .map((v) => ({ labels: { ...v.labels }, value: v.value }));
+
+  it("observes each attempt that ran and counts a scheduled retry by tool and code", async () => {
+    const m = measured();
+    const h = harness(claimed(), () => ({ ok: false, code: "UPSTREAM_UNAVAILABLE", message: "down", retryable: true }), undefined, undefined, m);
+    await h.handler(authorized(), delivery(1));
+    expect(await values(m.retries)).toEqual([{ labels: { tool: "create_ticket", code: "UPSTREAM_UNAVAILABLE" }, value: 1 }]);
+    expect(await values(m.executions)).toEqual([{ labels: { tool: "create_ticket" }, value: 1 }]);
+    expect(await values(m.unknownOutcomes)).toEqual([]);
+  });
+
+  it("counts a dead letter, and an unknown outcome only once it is stored and published", async () => {
+    const m = measured();
+    await harness(claimed(), ok, undefined, undefined, m).handler(authorized(), delivery(5));
+    expect(await values(m.deadLetters)).toEqual([{ labels: { tool: "create_ticket" }, value: 1 }]);
+    expect(await values(m.executions)).toEqual([]);
+
+    const reset = () => {
+      throw Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    };
+    await harness(new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }], true), reset, undefined, undefined, m).handler(
+      authorized(),
+      delivery(),
+    );
+    expect(await values(m.unknownOutcomes)).toEqual([]);
+    await harness(claimed(), reset, undefined, undefined, m).handler(authorized(), delivery());
+    expect(await values(m.unknownOutcomes)).toEqual([{ labels: { tool: "create_ticket" }, value: 1 }]);
+  });
+
+  it("counts claims that found the key used, and a replayed unknown outcome is not a new one", async () => {
+    const m = measured();
+    const stored = { ok: false as const, error: { code: "OUTCOME_UNKNOWN" as const, message: "m" }, retryable: false as const, call_id: newCallId() };
+    await harness(new ScriptedStore([{ kind: "replay", result: stored, attempt: 1 }]), ok, undefined, undefined, m).handler(authorized(), delivery());
+    await harness(new ScriptedStore([{ kind: "busy", retryAfterMs: 10, owner: "b" }]), ok, undefined, undefined, m).handler(authorized(), delivery());
+    expect(await values(m.idempotency)).toEqual([
+      { labels: { tool: "create_ticket", outcome: "replay" }, value: 1 },
+      { labels: { tool: "create_ticket", outcome: "busy" }, value: 1 },
+    ]);
+    expect(await values(m.unknownOutcomes)).toEqual([]);
   });
 });

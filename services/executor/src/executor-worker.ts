@@ -19,6 +19,7 @@ import type { Collection } from "mongodb";
 import { keyDigest, keyFacts } from "./idempotency-key.js";
 import { judgeRun, type Evidence } from "./judge-run.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
+import type { ExecutorMetrics } from "./metrics.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
 import type { UncertainCause } from "./thrown-failure.js";
@@ -73,6 +74,8 @@ export interface ExecutorDeps {
   /** Attempts of an idempotent call abandoned by dead executors before it counts as a poison message. */
   maxAbandonedAttempts: number;
   logger: Logger;
+  /** Where executions, retries, dead letters, unknown outcomes and key claims are counted. */
+  metrics?: Omit<ExecutorMetrics, "reconciliations">;
   now?: () => number;
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -205,6 +208,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       tool: tool.ref,
     };
     let claim = await deps.store.claim(request);
+    const toolLabel = { tool: tool.contract.name };
     // The last delivery cannot come back later: it waits here for the holder to finish or its lease to expire
     // (leases are never renewed past timeout + margin, so the wait is bounded) and then decides.
     const waitUntil = now() + maxLeaseMs + 1_000;
@@ -212,6 +216,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       await sleep(Math.min(Math.max(claim.retryAfterMs, 20), 500));
       claim = await deps.store.claim(request);
     }
+    if (claim.kind !== "claimed") deps.metrics?.idempotency.inc({ ...toolLabel, outcome: claim.kind });
     switch (claim.kind) {
       case "busy":
         // The holder usually finishes well before its lease ends: look again soon, then less and less often.
@@ -295,6 +300,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       context: decision.context,
       idempotencyKey: key,
     });
+    deps.metrics?.executions.observe({ tool: tool.contract.name }, run.durationMs / 1_000);
     const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
     const judged = judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
     // A read's `started` goes first on this connection, so the stream stores it before whatever ends the attempt;
@@ -339,6 +345,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
           log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
           return ACK;
         }
+        deps.metrics?.retries.inc({ tool: tool.contract.name, code: result.error.code });
         await deps.bus.publish(
           nextCallEvent(
             { ...origin, seq: end - 1 },
@@ -393,6 +400,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
+    deps.metrics?.retries.inc({ tool: event.payload.decision.tool.name, code: "UPSTREAM_UNAVAILABLE" });
     // Best effort: the stream may be what is failing. The next attempt's `started` is awaited again.
     await deps.bus
       .publish(
@@ -427,6 +435,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     }
     await beforePublish?.();
     await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs);
+    if (!result.ok && result.error.code === "OUTCOME_UNKNOWN") deps.metrics?.unknownOutcomes.inc({ tool: event.payload.decision.tool.name });
     if (operationId !== undefined) await deps.operations.announce(operationId);
     return ACK;
   }
@@ -475,6 +484,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       return ACK;
     }
     await recordDeadLetter(event, tool.contract.name, reason, delivery.deliveryCount, attempt);
+    deps.metrics?.deadLetters.inc({ tool: tool.contract.name });
     await deps.bus.publish(
       nextCallEvent(
         { ...originOf(event), seq: event.seq + 2 * attempt - 2 },
@@ -518,6 +528,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       log.error({ err: error, call_id: event.call_id, deliveries: delivery.deliveryCount }, "giving up on a call after its last delivery");
       const reason = "the executor failed on every delivery";
       await recordDeadLetter(event, event.payload.decision.tool.name, reason, delivery.deliveryCount, 1);
+      deps.metrics?.deadLetters.inc({ tool: event.payload.decision.tool.name });
       await deps.bus.publish(nextCallEvent(originOf(event), "dead_lettered", "executor", { reason, deliveries: delivery.deliveryCount }));
       await publishTerminal(originOf(event), failure(event.call_id, "EXECUTION_ERROR", "the call could not be executed"), 1, event.seq + 2, 0);
       return ACK;

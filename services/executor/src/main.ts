@@ -2,12 +2,14 @@ import { MongoApprovalStore } from "@toolgate/approvals";
 import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
+import { serveMetrics } from "@toolgate/telemetry";
 import { MongoIdempotencyStore } from "@toolgate/storage";
 import { toolsetContracts, toolsetDefinitions, type OperationControl } from "@toolgate/toolsets";
 import { loadConfig } from "./config.js";
 import { executorHandler, type DeadLetterRecord, type EvidenceRecord } from "./executor-worker.js";
 import { MongoOperationStore } from "./operation-store.js";
 import { LeaseKeeper } from "./lease-keeper.js";
+import { executorMetrics } from "./metrics.js";
 import { OperationTracker } from "./operations.js";
 import { ToolInvoker } from "./tool-invoker.js";
 import { HttpTransport } from "./transports/http-transport.js";
@@ -18,7 +20,8 @@ const config = loadConfig(process.env);
 await runService({
   name: "executor",
   config,
-  async start({ logger, stats }) {
+  async start({ logger, stats, metrics }) {
+    const measured = executorMetrics(metrics);
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
@@ -101,6 +104,7 @@ await runService({
         reconcileMaxMs: config.EXECUTOR_RECONCILE_MAX_MS,
       },
       logger,
+      reconciliations: measured.reconciliations,
     });
     operations.tracker = tracker;
     const keys = new MongoIdempotencyStore(infra.db);
@@ -134,6 +138,7 @@ await runService({
         maxDeliveries: config.EXECUTOR_MAX_DELIVER,
         maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
         logger,
+        metrics: measured,
       }),
     );
     const operationsWorker = await infra.bus.consume(
@@ -161,6 +166,8 @@ await runService({
         : undefined;
     purgeTimer?.unref();
 
+    // The executor has no API: its port, when configured, serves only its metrics.
+    const metricsServer = config.HTTP_PORT === undefined ? undefined : await serveMetrics(metrics, { host: config.HTTP_HOST, port: config.HTTP_PORT });
     logger.info(
       {
         tools: registry.list().map((t) => ({ ...t.ref, runnable: invoker.refusal(t) ?? true })),
@@ -171,8 +178,10 @@ await runService({
       "executor configured",
     );
     return {
+      ...(metricsServer ? { httpPort: metricsServer.port } : {}),
       async stop() {
         clearInterval(purgeTimer);
+        await metricsServer?.close();
         // Finish what is running (tools keep their own timeouts), then release the connections.
         await Promise.all([worker.stop(), operationsWorker.stop()]);
         leases.close();

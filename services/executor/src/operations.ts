@@ -12,7 +12,7 @@ import {
   type ToolRef,
 } from "@toolgate/contracts";
 import type { CompiledTool, ToolContext, ToolOutcome, ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Counter, Logger } from "@toolgate/telemetry";
 import type { OperationControl } from "@toolgate/toolsets";
 import type { Evidence } from "./judge-run.js";
 import {
@@ -52,6 +52,8 @@ export interface OperationTrackerDeps {
   defaults: OperationDefaults;
   logger: Logger;
   now?: () => number;
+  /** Counts each reconciliation this process settles, by tool and outcome (`toolgate_reconciliations_total`). */
+  reconciliations?: Counter<"tool" | "outcome">;
 }
 
 /** Where an operation comes from: the call whose terminal result names it. */
@@ -366,7 +368,8 @@ export class OperationTracker implements OperationControl {
     reconciled?: ReconciledOutcome,
   ): Promise<boolean> {
     // Losing the race is fine: another executor (or a cancellation) finished it, and that state stands.
-    await this.#deps.store.advance(record._id, state, result, reconciled);
+    const won = await this.#deps.store.advance(record._id, state, result, reconciled);
+    if (won && reconciled !== undefined) this.#deps.reconciliations?.inc({ tool: record.tool.name, outcome: reconciled });
     return true;
   }
 

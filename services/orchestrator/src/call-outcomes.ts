@@ -1,10 +1,11 @@
 import { ACK, retryLater, terminate, type Delivery, type Disposition, type EventBus, type EventHandler } from "@toolgate/bus";
 import { nextCallEvent, originOf, type CallEvent, type CallId, type RunId, type ToolgateEvent } from "@toolgate/contracts";
 import type { ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Counter, Logger } from "@toolgate/telemetry";
 import type { CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { ActiveRun, LoopState } from "./loop-state.js";
+import { UNKNOWN_TOOL_LABEL } from "./metrics.js";
 import type { CallRecord, CallResultRecord, RunStore } from "./run-store.js";
 import { applyAnswer, type TurnPlayer } from "./turn-player.js";
 
@@ -36,6 +37,8 @@ export interface CallOutcomesDeps {
   player: TurnPlayer;
   logger: Logger;
   now: () => number;
+  /** Counts each attached outcome once, by tool and outcome (`toolgate_calls_total`). */
+  calls?: Counter<"tool" | "outcome">;
 }
 
 /**
@@ -96,7 +99,11 @@ export class CallOutcomes {
     const attaching = store.attachResult(attach);
     if (answerFirst) waiters.attaching(call._id, attaching);
     const [attached] = await Promise.all([attaching, recorded]);
-    if (attached === "duplicate") {
+    if (attached !== "duplicate") {
+      // Only names a contract knows become label values: a model may propose any name (UNKNOWN_TOOL).
+      const tool = event.tool?.name ?? this.#deps.contracts.registry().get(call.tool_name)?.contract.name ?? UNKNOWN_TOOL_LABEL;
+      this.#deps.calls?.inc({ tool, outcome: result.ok ? "ok" : result.error.code });
+    } else {
       const first = await store.getResult(call._id);
       if (first && first.terminal !== event.type)
         logger.error({ call_id: call._id, first: first.terminal, second: event.type }, "second terminal event for one call ignored");

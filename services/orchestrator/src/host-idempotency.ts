@@ -1,6 +1,6 @@
 import { canonicalHash, sha256, type Principal } from "@toolgate/contracts";
 import type { RequestIdempotencyStore, RequestKeyRecord } from "@toolgate/storage";
-import type { Logger } from "@toolgate/telemetry";
+import type { Counter, Logger } from "@toolgate/telemetry";
 import { withDeadline } from "./outage.js";
 
 /** The request header that carries a client's idempotency key (IETF draft "The Idempotency-Key HTTP Header Field"). */
@@ -90,6 +90,14 @@ export interface HostIdempotencyOptions {
   joinWaitMs?: number;
   logger: Logger;
   now?: () => number;
+  /** Counts each decision {@link HostIdempotency.begin} makes, by {@link keyDecisionLabel}. */
+  decisions?: Counter<"decision">;
+}
+
+/** A key decision as a metric label: `claimed`, `taken_over`, `replay`, `mismatch` (422) or `in_flight` (409). */
+export function keyDecisionLabel(decision: KeyDecision): string {
+  if (decision.kind === "execute") return decision.takenOver ? "taken_over" : "claimed";
+  return decision.kind;
 }
 
 /**
@@ -124,6 +132,12 @@ export class HostIdempotency {
    * for it instead (see {@link HostIdempotency.submitting}). Throws when the store is unreachable.
    */
   async begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
+    const decision = await this.#begin(request);
+    this.#options.decisions?.inc({ decision: keyDecisionLabel(decision) });
+    return decision;
+  }
+
+  async #begin(request: { scope: string; key: string; route: string; fingerprint: string; runId?: string }): Promise<KeyDecision> {
     const { store, owner, leaseMs, retentionMs } = this.#options;
     const joined = await this.#join(request);
     if (joined) return joined;

@@ -7,7 +7,7 @@ import type { CallWaiters } from "./call-waiters.js";
 import type { RunWaiters } from "./run-waiters.js";
 import type { Authenticator } from "@toolgate/identity";
 import type { McpFrontDoor } from "./mcp-front-door.js";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, ServiceMetrics } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
 import { StartRunSchema, SubmitCallsSchema, SubmitProviderResponseSchema, WaitQuerySchema } from "./api-schemas.js";
@@ -94,6 +94,8 @@ export function orchestratorApi(deps: {
   admission: Admission;
   /** Longest the API waits for its dependencies to accept new work, and the `Retry-After` of a 503. */
   outage: { deadlineMs: number; retryAfterS: number };
+  /** Served at `GET /metrics` (no API credentials: see `METRICS_TOKEN`). */
+  metrics: ServiceMetrics;
   logger: Logger;
 }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
@@ -107,7 +109,7 @@ export function orchestratorApi(deps: {
   });
 
   app.addHook("onRequest", async (request, reply) => {
-    if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json") return;
+    if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json" || request.url === "/metrics") return;
     const auth = await deps.authenticator.authenticate(request.headers.authorization);
     if (!auth.ok) {
       // The reason is for operators; the caller only learns that it is not authenticated.
@@ -374,6 +376,10 @@ export function orchestratorApi(deps: {
     return { ready: true };
   });
   app.get("/openapi.json", () => Promise.resolve(openApiDocument()));
+  app.get("/metrics", async (request, reply) => {
+    const scraped = await deps.metrics.scrape(request.headers.authorization);
+    return reply.code(scraped.status).type(scraped.contentType).send(scraped.body);
+  });
 
   // The MCP front door: the SDK's transport writes the response itself.
   app.route({

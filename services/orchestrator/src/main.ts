@@ -9,6 +9,7 @@ import { RunWaiters } from "./run-waiters.js";
 import { loadConfig } from "./config.js";
 import { orchestratorApi } from "./http-api.js";
 import { McpFrontDoor } from "./mcp-front-door.js";
+import { orchestratorMetrics } from "./metrics.js";
 import type { ModelAdapter } from "@toolgate/models";
 import type { ToolContractInput } from "@toolgate/registry";
 import { ResourceLocks } from "./resource-locks.js";
@@ -56,7 +57,8 @@ const defaultBudgets: Budgets = {
 await runService({
   name: "orchestrator",
   config,
-  async start({ logger, stats }) {
+  async start({ logger, stats, metrics }) {
+    const measured = orchestratorMetrics(metrics);
     const infra = await connectInfrastructure("orchestrator", config, { logger, stats });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
@@ -89,6 +91,7 @@ await runService({
       instanceId: config.INSTANCE_ID,
       logger,
       orphans: { lookbackMs: config.ORCHESTRATOR_ORPHAN_LOOKBACK_MS, graceMs: config.ORCHESTRATOR_ORPHAN_GRACE_MS },
+      metrics: measured,
     });
     const worker = await infra.bus.consume(
       {
@@ -137,6 +140,7 @@ await runService({
       retentionMs: config.ORCHESTRATOR_IDEMPOTENCY_RETENTION_MS,
       purgeMs: config.ORCHESTRATOR_IDEMPOTENCY_PURGE_MS,
       logger,
+      decisions: measured.idempotency,
     });
     const availability = new Availability({
       nats: infra.bus.connection,
@@ -152,7 +156,21 @@ await runService({
       config.ORCHESTRATOR_MAX_SUBMISSIONS,
       config.ORCHESTRATOR_MAX_WAITING === undefined ? {} : { maxWaiting: config.ORCHESTRATOR_MAX_WAITING },
     );
-    const api = orchestratorApi({ loop, store, waiters, runWaiters, contracts, authenticator, mcp, idempotency, availability, admission, outage, logger });
+    const api = orchestratorApi({
+      loop,
+      store,
+      waiters,
+      runWaiters,
+      contracts,
+      authenticator,
+      mcp,
+      idempotency,
+      availability,
+      admission,
+      outage,
+      metrics,
+      logger,
+    });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info(

@@ -1,6 +1,6 @@
 import type { EventBus } from "@toolgate/bus";
 import { runEvent, type RunId } from "@toolgate/contracts";
-import type { Logger } from "@toolgate/telemetry";
+import type { Counter, Logger } from "@toolgate/telemetry";
 import type { StopReason } from "./budgets.js";
 import type { LoopState, ProgressWriter } from "./loop-state.js";
 import type { RunEnd, RunRecord, RunStore } from "./run-store.js";
@@ -10,7 +10,18 @@ import type { RunEnd, RunRecord, RunStore } from "./run-store.js";
  * by a unique insert), mirrored into the run document and announced with the run's end event.
  */
 export class RunEnds {
-  constructor(private readonly deps: { store: RunStore; bus: EventBus; state: LoopState; progress: ProgressWriter; instanceId: string; logger: Logger }) {}
+  constructor(
+    private readonly deps: {
+      store: RunStore;
+      bus: EventBus;
+      state: LoopState;
+      progress: ProgressWriter;
+      instanceId: string;
+      logger: Logger;
+      /** Counts each stop this process claims, by reason (`toolgate_runs_stopped_total`). */
+      stopped?: Counter<"reason">;
+    },
+  ) {}
 
   /**
    * Ends the run as stopped; false when another end (a completion, another stop) got there first. The latest
@@ -29,6 +40,7 @@ export class RunEnds {
     const latest = await this.deps.store.latestClaimedTurn(run._id, run.turn);
     if (!(await this.#claim(run._id, end, [latest, latest + 1]))) return false;
     this.deps.logger.info({ run_id: run._id, reason }, "run stopped");
+    this.deps.stopped?.inc({ reason });
     await this.publish(run, end);
     return true;
   }

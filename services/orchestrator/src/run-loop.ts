@@ -9,6 +9,7 @@ import type { CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
 import { HostCalls } from "./host-calls.js";
 import { LoopState, ProgressWriter } from "./loop-state.js";
+import type { OrchestratorMetrics } from "./metrics.js";
 import { OrphanSweep } from "./orphan-sweep.js";
 import { RunRequestError } from "./proposals.js";
 import { RunEnds } from "./run-ends.js";
@@ -37,6 +38,8 @@ export interface RunLoopDeps {
   now?: () => number;
   /** Recorded-but-unproposed calls: how far back a process's first look goes, and how old a call must be. */
   orphans?: { lookbackMs: number; graceMs: number };
+  /** Where calls' outcomes and runs' stops are counted. */
+  metrics?: Pick<OrchestratorMetrics, "calls" | "runsStopped">;
 }
 
 /**
@@ -62,7 +65,7 @@ export class RunLoop {
     const { store, bus, contracts, scheduler, logger, instanceId } = deps;
     const state = this.#state;
     const progress = new ProgressWriter(store, logger);
-    this.#ends = new RunEnds({ store, bus, state, progress, instanceId, logger });
+    this.#ends = new RunEnds({ store, bus, state, progress, instanceId, logger, ...(deps.metrics ? { stopped: deps.metrics.runsStopped } : {}) });
     this.#player = new TurnPlayer({
       store,
       bus,
@@ -87,7 +90,18 @@ export class RunLoop {
       logger,
       now,
     });
-    this.#outcomes = new CallOutcomes({ store, bus, contracts, scheduler, waiters: deps.waiters, state, player: this.#player, logger, now });
+    this.#outcomes = new CallOutcomes({
+      store,
+      bus,
+      contracts,
+      scheduler,
+      waiters: deps.waiters,
+      state,
+      player: this.#player,
+      logger,
+      now,
+      ...(deps.metrics ? { calls: deps.metrics.calls } : {}),
+    });
     // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery.
     const attach = (event: ToolgateEvent) =>
       this.#outcomes.onTerminal(event, { subject: "", streamSeq: 0, deliveryCount: 1, maxDeliver: 1, working: () => undefined });

@@ -161,6 +161,19 @@ export class ApprovalDesk {
     return views.slice(0, 200);
   }
 
+  /**
+   * How many requests wait for a human now (open, undecided, not expired) and when the oldest of them was made:
+   * what the approval gauges report. Two reads by equality, like {@link list}'s.
+   */
+  async pending(): Promise<{ count: number; oldestRequestedAt?: Date }> {
+    const now = this.#now();
+    const open = await this.#deps.store.openRequests({}, 10_000);
+    const decided = await this.#deps.store.decisionsOf(open.map((r) => r._id));
+    const waiting = open.filter((r) => !decided.has(r._id) && r.expires_at > now);
+    if (waiting.length === 0) return { count: 0 };
+    return { count: waiting.length, oldestRequestedAt: new Date(Math.min(...waiting.map((r) => r.requested_at.getTime()))) };
+  }
+
   /** One request, for an approver who may decide it or for its requester; its state included. */
   async get(id: string, caller: Principal): Promise<DeskOutcome> {
     const request = await this.#deps.store.getRequest(id);

@@ -1,6 +1,6 @@
 import { HashSchema, type Principal } from "@toolgate/contracts";
 import type { Authenticator } from "@toolgate/identity";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, ServiceMetrics } from "@toolgate/telemetry";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { z } from "zod";
 import type { ApprovalDesk, DeskOutcome } from "./approval-desk.js";
@@ -32,7 +32,7 @@ function apiError(reply: FastifyReply, status: number, code: string, message: st
  * `POST /v1/approvals/:id/approve|deny`) for approvers authenticated by API key or JWT, and the approval page
  * (`/approvals`), a static page that calls the same API with the credential typed into it.
  */
-export function policyApi(deps: { desk: ApprovalDesk; authenticator: Authenticator; logger: Logger }): FastifyInstance {
+export function policyApi(deps: { desk: ApprovalDesk; authenticator: Authenticator; metrics: ServiceMetrics; logger: Logger }): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
 
   app.addHook("onSend", async (_request, reply) => {
@@ -62,6 +62,11 @@ export function policyApi(deps: { desk: ApprovalDesk; authenticator: Authenticat
       : apiError(reply, outcome.refusal.status, outcome.refusal.code, outcome.refusal.message, outcome.refusal.details);
 
   app.get("/healthz", () => Promise.resolve({ ok: true }));
+  // Outside /v1/: no approver credentials (see METRICS_TOKEN).
+  app.get("/metrics", async (request, reply) => {
+    const scraped = await deps.metrics.scrape(request.headers.authorization);
+    return reply.code(scraped.status).type(scraped.contentType).send(scraped.body);
+  });
 
   // The page and its assets hold no data: everything comes from the authenticated API.
   const page = (type: string, body: string) => async (_request: unknown, reply: FastifyReply) => {

@@ -7,6 +7,7 @@ import { ApprovalDesk } from "./approval-desk.js";
 import { CedarPolicies } from "./cedar-policies.js";
 import { loadConfig } from "./config.js";
 import { policyApi } from "./http-api.js";
+import { policyMetrics } from "./metrics.js";
 import { policyDirFingerprint, readPolicyDir } from "./policy-bundle.js";
 import { policyHandler } from "./policy-worker.js";
 import { MongoQuotaCounter } from "./quota-counter.js";
@@ -16,7 +17,7 @@ const config = loadConfig(process.env);
 await runService({
   name: "policy",
   config,
-  async start({ logger, stats }) {
+  async start({ logger, stats, metrics }) {
     const signer = decisionSigner(config.POLICY_SIGNING_KEY);
     let fingerprint = policyDirFingerprint(config.POLICY_DIR);
     // A policy set that does not load stops the start: no decision is ever made without one.
@@ -55,6 +56,7 @@ await runService({
       grantTtlMs: config.POLICY_APPROVAL_GRANT_TTL_MS,
       logger,
     });
+    const measured = policyMetrics(metrics, desk);
     const worker = await infra.bus.consume(
       {
         name: "policy",
@@ -64,7 +66,17 @@ await runService({
         ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
       },
-      policyHandler({ bus: infra.bus, contracts, policies: () => policies, signer, decisionTtlMs: config.POLICY_DECISION_TTL_MS, quotas, desk, logger }),
+      policyHandler({
+        bus: infra.bus,
+        contracts,
+        policies: () => policies,
+        signer,
+        decisionTtlMs: config.POLICY_DECISION_TTL_MS,
+        quotas,
+        desk,
+        logger,
+        decisions: measured.decisions,
+      }),
     );
 
     // A run that stops withdraws its calls' open approval requests, so none of them can run after the stop.
@@ -104,7 +116,7 @@ await runService({
     }, config.POLICY_SWEEP_MS);
 
     const authenticator = await Authenticator.create({ apiKeys: config.POLICY_API_KEYS, issuers: config.POLICY_JWT_ISSUERS });
-    const api = policyApi({ desk, authenticator, logger });
+    const api = policyApi({ desk, authenticator, metrics, logger });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
     const address = api.server.address();
     logger.info(

@@ -1,7 +1,7 @@
 import { ACK, terminate, type Disposition, type EventBus, type EventHandler } from "@toolgate/bus";
 import { failure, nextCallEvent, originOf, type CallEvent, type CallEventOf, type DecisionSigner, type ToolgateEvent } from "@toolgate/contracts";
 import type { CurrentContracts } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Histogram, Logger } from "@toolgate/telemetry";
 import type { ApprovalDesk } from "./approval-desk.js";
 import type { CedarPolicies } from "./cedar-policies.js";
 import { decide, type Verdict } from "./decide.js";
@@ -18,6 +18,8 @@ export interface PolicyWorkerDeps {
   desk: ApprovalDesk;
   logger: Logger;
   now?: () => Date;
+  /** Observes each decision's duration, by verdict (`toolgate_policy_decision_duration_seconds`). */
+  decisions?: Histogram<"verdict">;
 }
 
 /**
@@ -55,7 +57,9 @@ export function policyHandler(deps: PolicyWorkerDeps): EventHandler {
     if (event.kind !== "call" || event.type !== "proposed") return terminate(`policy does not handle ${event.kind}.${event.type}`);
     const policies = deps.policies();
     const at = now();
+    const started = performance.now();
     const verdict = await withQuota(decide(event, deps.contracts.registry(), policies, at), event, deps, policies, at);
+    deps.decisions?.observe({ verdict: verdict.kind }, (performance.now() - started) / 1_000);
     const origin = originOf(event);
     let out: CallEvent;
     switch (verdict.kind) {
