@@ -21,8 +21,10 @@ beforeAll(async () => {
     // A tainted run's save_evidence waits for a human: the approval gauges have something to count.
     ruleOfTwo: true,
     extraEnv: { METRICS_TOKEN },
+    // Tools that fail on purpose: retries, an unknown outcome and its reconciliation.
+    toolsets: ["research", "chaos", "operations"],
     // The executor serves its metrics only when given a port.
-    env: { executor: { HTTP_PORT: "0" } },
+    env: { executor: { HTTP_PORT: "0", EXECUTOR_RECONCILE_DELAY_MS: "300", EXECUTOR_OPERATION_POLL_MS: "200" } },
   });
 });
 
@@ -281,6 +283,30 @@ describe("GET /metrics", () => {
       for (const secret of secrets) expect(text).not.toContain(secret);
       for (const id of ids) expect(text).not.toContain(id);
     }
+  });
+
+  it("counts retries, an unknown outcome and its reconciliation by tool", async () => {
+    const before = await scrapeAll();
+    const flaky = await callTool(stack, "chaos_flaky", { n: 1, failures: 2, code: "UPSTREAM_UNAVAILABLE", retry_after_ms: 100 });
+    expect(flaky.result).toMatchObject({ ok: true, data: { attempts: 3 } });
+    const write = await callTool(stack, "chaos_write", { n: 1, delay_ms: 3_000, effect: "before_delay" });
+    expect(write.result).toMatchObject({ ok: false, error: { code: "OUTCOME_UNKNOWN" } });
+    // The reconciliation is counted when it is settled, before its `reconciled` event is published.
+    await waitForCallEvents(stack, write.callId, (es) => es.some((e) => e.type === "reconciled"), { description: "the reconciliation" });
+    await attached(flaky.callId);
+    await attached(write.callId);
+    const after = await scrapeAll();
+    const o = [before.samples.orchestrator, after.samples.orchestrator] as const;
+    const e = [before.samples["executor-1"], after.samples["executor-1"]] as const;
+    expect(moved(...e, "toolgate_retries_total", { tool: "chaos_flaky", code: "UPSTREAM_UNAVAILABLE" })).toBe(2);
+    expect(moved(...e, "toolgate_tool_execution_duration_seconds_count", { tool: "chaos_flaky" })).toBe(3);
+    expect(moved(...e, "toolgate_outcome_unknown_total", { tool: "chaos_write" })).toBe(1);
+    expect(moved(...e, "toolgate_reconciliations_total", { tool: "chaos_write", outcome: "applied" })).toBe(1);
+    expect(moved(...e, "toolgate_dead_letters_total", { tool: "chaos_write" })).toBe(0);
+    // Each retry is a delivery of the same authorization again, after its delay.
+    expect(moved(...e, "toolgate_consumer_redeliveries_total", { consumer: "executor" })).toBe(2);
+    expect(moved(...o, "toolgate_calls_total", { tool: "chaos_flaky", outcome: "ok" })).toBe(1);
+    expect(moved(...o, "toolgate_calls_total", { tool: "chaos_write", outcome: "OUTCOME_UNKNOWN" })).toBe(1);
   });
 
   it("counts a managed run's budget stop by its reason, and the calls it made", async () => {
