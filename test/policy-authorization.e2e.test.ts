@@ -14,7 +14,9 @@ let stack: Stack;
 let nc: NatsConnection;
 let mongo: MongoClient;
 
-const QUOTAS = { quotas: [{ id: "fetch-test", tool: "fetch_document", limit: 2, window_ms: 60_000 }] };
+/** The quota's fixed window: an hour, so that the test's calls fall in one (see the quota test). */
+const QUOTA_WINDOW_MS = 3_600_000;
+const QUOTAS = { quotas: [{ id: "fetch-test", tool: "fetch_document", limit: 2, window_ms: QUOTA_WINDOW_MS }] };
 
 beforeAll(async () => {
   const infra = testInfra();
@@ -151,6 +153,16 @@ describe("Cedar authorization", () => {
 describe("quotas", () => {
   it("returns RATE_LIMITED with a retry-after once a principal used up its calls of a tool, and counts each principal apart", async () => {
     const url = "https://example.test/docs/openai-agents-sdk/sessions";
+    // Windows are fixed: three calls across a window's end would count as two and one. Within a minute of one,
+    // the test starts in the next (the policy service reads the same clock).
+    const untilNextWindow = QUOTA_WINDOW_MS - (Date.now() % QUOTA_WINDOW_MS);
+    if (untilNextWindow < 60_000) {
+      await waitFor(() => Date.now() % QUOTA_WINDOW_MS < QUOTA_WINDOW_MS / 2, {
+        timeoutMs: untilNextWindow + 5_000,
+        intervalMs: 250,
+        description: "the next quota window",
+      });
+    }
     const first = await call("fetch_document", { url });
     const second = await call("fetch_document", { url });
     const third = await call("fetch_document", { url });
@@ -158,10 +170,10 @@ describe("quotas", () => {
     expect(third.result).toMatchObject({ ok: false, error: { code: "RATE_LIMITED" }, retryable: true });
     const retryAfter = third.result.error!.details!.retry_after_ms as number;
     expect(retryAfter).toBeGreaterThan(0);
-    expect(retryAfter).toBeLessThanOrEqual(60_000);
+    expect(retryAfter).toBeLessThanOrEqual(QUOTA_WINDOW_MS);
     expect(typesOf(third.events)).toEqual(["proposed", "denied", "result_attached"]);
     expect(third.events.find((e) => e.type === "denied")!.payload.reasons).toEqual([
-      "quota fetch-test: 2 calls of fetch_document per 60000 ms for acme/alice used up",
+      `quota fetch-test: 2 calls of fetch_document per ${QUOTA_WINDOW_MS} ms for acme/alice used up`,
     ]);
     // Another researcher has a quota of its own.
     const erin = await stack.jwt({ sub: "erin", roles: ["researcher"] });
