@@ -32,20 +32,42 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
 
-const { values: args } = parseArgs({
-  options: {
-    scenarios: { type: "string", default: "all" },
-    short: { type: "boolean", default: false },
-    rate: { type: "string", default: "30" },
-    json: { type: "string" },
-    /** `all`: a scenario passes only within the recovery limit too; `invariants`: lost, duplicates, gaps and 5xx only. */
-    gate: { type: "string", default: "all" },
-    /** Run the cluster scenarios, on a three-node NATS cluster with R3 streams, instead of the single-server ones. */
-    cluster: { type: "boolean", default: false },
-    /** Print the answers the clients got around the fault's end, per 500 ms. */
-    timeline: { type: "boolean", default: false },
-  },
-});
+const USAGE = `usage: node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30]
+       [--gate all|invariants] [--timeline] [--json <file>]
+Runs faults under a steady load and reports, per scenario: submitted, terminal, lost, duplicate effects, audit
+gaps, 5xx, 503 and recovery time (see the README, "Chaos").`;
+
+const OPTIONS = {
+  scenarios: { type: "string", default: "all" },
+  short: { type: "boolean", default: false },
+  rate: { type: "string", default: "30" },
+  json: { type: "string" },
+  /** `all`: a scenario passes only within the recovery limit too; `invariants`: lost, duplicates, gaps and 5xx only. */
+  gate: { type: "string", default: "all" },
+  /** Run the cluster scenarios, on a three-node NATS cluster with R3 streams, instead of the single-server ones. */
+  cluster: { type: "boolean", default: false },
+  /** Print the answers the clients got around the fault's end, per 500 ms. */
+  timeline: { type: "boolean", default: false },
+  help: { type: "boolean", default: false },
+} as const;
+
+/** The command line, or a one-line error and exit 2 (an unknown or malformed option), or the usage and exit 0. */
+function readArgs(): ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>["values"] {
+  let values: ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>["values"];
+  try {
+    values = parseArgs({ options: OPTIONS }).values;
+  } catch (error) {
+    console.error(`chaos: ${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  return values;
+}
+
+const args = readArgs();
 
 const SHORT = args.short;
 const RATE = Number(args.rate);
@@ -356,6 +378,13 @@ function errorCodeOf(text: string): string {
   }
 }
 
+const indent = (text: string): string =>
+  text
+    .trimEnd()
+    .split("\n")
+    .map((line) => `    ${line}`)
+    .join("\n");
+
 function retryDelay(retryAfter: string | undefined): number {
   const seconds = Number(retryAfter);
   return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds * 1_000, 2_000) : 250;
@@ -512,6 +541,21 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     }
     const invariantsHold = report.lost === 0 && report.duplicateEffects === 0 && report.auditGaps === 0 && report.fiveXX === 0;
     report.passed = invariantsHold && (args.gate === "invariants" || recoveryMs <= RECOVERY_LIMIT_MS);
+    if (!invariantsHold) {
+      // What the servers said (a FerretDB restarted by the fault that did not come back, say), and how often
+      // each service warned, for a failure seen once and not again.
+      console.log(`  FerretDB's last output:\n${indent(ferret.recentOutput || "(none)")}`);
+      if (nats instanceof PrivateNats) console.log(`  NATS's last output:\n${indent(nats.recentOutput || "(none)")}`);
+      for (const proc of stack.processes) {
+        const counts = new Map<string, number>();
+        for (const line of proc.logs()) {
+          if (line.level !== "warn" && line.level !== "error") continue;
+          const what = `${String(line.level)} ${String(line.msg)}${line.err ? ` (${String((line.err as { message?: unknown }).message).slice(0, 80)})` : ""}`;
+          counts.set(what, (counts.get(what) ?? 0) + 1);
+        }
+        for (const [what, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 8)) console.log(`  ${proc.name}: ${what} ×${n}`);
+      }
+    }
     return report;
   } finally {
     await stack.stop().catch(() => undefined);

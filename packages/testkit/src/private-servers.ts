@@ -22,6 +22,7 @@ const PG = { host: "127.0.0.1", port: 5432, user: "postgres" };
 abstract class PrivateServer {
   #child: ChildProcess | undefined;
   #paused = false;
+  #output = "";
   protected abstract readonly name: string;
 
   protected constructor(readonly port: number) {}
@@ -31,18 +32,24 @@ abstract class PrivateServer {
     return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null;
   }
 
+  /** The last 4,000 characters the process (this start of it) wrote to stdout and stderr. */
+  get recentOutput(): string {
+    return this.#output;
+  }
+
   /** Starts the process (again) and waits until its port accepts connections. */
   async start(): Promise<void> {
     if (this.running) return;
     const child = this.spawn();
-    let output = "";
-    child.stdout?.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4_000)));
-    child.stderr?.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4_000)));
+    this.#output = "";
+    const keep = (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4_000));
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
     this.#child = child;
     const deadline = Date.now() + 15_000;
     while (!(await portOpen(this.port))) {
-      if (!this.running) throw new Error(`${this.name} exited while starting:\n${output}`);
-      if (Date.now() > deadline) throw new Error(`${this.name} did not listen on ${this.port} within 15 s:\n${output}`);
+      if (!this.running) throw new Error(`${this.name} exited while starting:\n${this.#output}`);
+      if (Date.now() > deadline) throw new Error(`${this.name} did not listen on ${this.port} within 15 s:\n${this.#output}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
