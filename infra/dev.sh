@@ -86,11 +86,28 @@ wait_nats_ready() {
 # this development server only; the services started here (demo, tests, benchmarks) connect with their own
 # identities, so a service that publishes a transition it does not own is refused in every test.
 NATS_AUTH="$STATE/nats-auth"
+# Kept identities get this release's permissions on every `up` (a new event type, a new right): the configuration
+# is written again from the same seeds, and servers already running re-read it.
 ensure_nats_identities() {
-  [ -f "$NATS_AUTH/nats-auth.conf" ] && return
-  log "creating the dev server's NATS identities in $NATS_AUTH"
   (cd "$ROOT" && pnpm exec tsc -b packages/cli)
-  node "$ROOT/packages/cli/dist/cli.js" nats-auth --out "$NATS_AUTH" --include ../../nats/server.conf --prefix '*' --local-tools
+  local auth=(nats-auth --out "$NATS_AUTH" --include ../../nats/server.conf --prefix '*' --local-tools)
+  if [ ! -f "$NATS_AUTH/nats-seeds.env" ]; then
+    log "creating the dev server's NATS identities in $NATS_AUTH"
+    rm -f "$NATS_AUTH/nats-auth.conf" "$NATS_AUTH/nats-auth-cluster.conf"
+    node "$ROOT/packages/cli/dist/cli.js" "${auth[@]}"
+    return
+  fi
+  local before
+  before=$(cat "$NATS_AUTH/nats-auth.conf" 2>/dev/null || true)
+  node "$ROOT/packages/cli/dist/cli.js" "${auth[@]}" --refresh 2>/dev/null
+  [ "$before" = "$(cat "$NATS_AUTH/nats-auth.conf")" ] && return
+  log "NATS permissions changed: configuration rewritten for the same identities"
+  [ -f "$NATS_AUTH/nats-auth-cluster.conf" ] && write_cluster_conf
+  local pidfile
+  for pidfile in "$STATE"/nats*.pid; do
+    [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && kill -HUP "$(cat "$pidfile")" && log "reloaded $(basename "$pidfile" .pid)"
+  done
+  return 0
 }
 
 ensure_nats() {
@@ -119,11 +136,14 @@ started_here() {
 
 # The cluster's nodes hold the same identities as the single server: the same authorization block, with the
 # cluster node's configuration included instead of the server's.
-ensure_nats_cluster_identities() {
-  ensure_nats_identities
-  [ -f "$NATS_AUTH/nats-auth-cluster.conf" ] && return
+write_cluster_conf() {
   sed 's#^include "../../nats/server.conf"$#include "../../nats/cluster-node.conf"#' "$NATS_AUTH/nats-auth.conf" >"$NATS_AUTH/nats-auth-cluster.conf"
   grep -q '^include "../../nats/cluster-node.conf"$' "$NATS_AUTH/nats-auth-cluster.conf" || die "unexpected $NATS_AUTH/nats-auth.conf: delete $NATS_AUTH to recreate it"
+}
+
+ensure_nats_cluster_identities() {
+  ensure_nats_identities
+  [ -f "$NATS_AUTH/nats-auth-cluster.conf" ] || write_cluster_conf
 }
 
 ensure_nats_cluster() {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Writes .env for docker-compose: a fresh Ed25519 policy key pair, an API key for a researcher (orchestrator)
+# Writes .env for docker-compose: a fresh Ed25519 policy key pair, an event signing key for each service that
+# publishes (with the list of their public keys every service trusts, EVENT_TRUSTED_KEYS), an API key for a researcher (orchestrator)
 # and one for an approver (policy's approval API and page), and a NATS identity (nkey) for each service, for
 # subscribers and for the operator, with the cluster's configuration that holds each to its subject
 # permissions (infra/nats/auth/nats-auth.conf), and a private CA with the NATS servers' certificate, so that
@@ -23,6 +24,13 @@ const approverKey = "tgk_" + randomBytes(24).toString("hex");
 const der = (k, type) => k.export({ type, format: "der" }).toString("base64");
 console.log(`POLICY_SIGNING_KEY=${der(privateKey, "pkcs8")}`);
 console.log(`POLICY_VERIFY_KEYS=${der(publicKey, "spki")}`);
+const trusted = [];
+for (const service of ["orchestrator", "policy", "executor"]) {
+  const pair = generateKeyPairSync("ed25519");
+  console.log(`EVENT_SIGNING_KEY_${service.toUpperCase()}=${der(pair.privateKey, "pkcs8")}`);
+  trusted.push(`${service}:${der(pair.publicKey, "spki")}`);
+}
+console.log(`EVENT_TRUSTED_KEYS=${trusted.join(",")}`);
 console.log(`ORCHESTRATOR_API_KEYS=${JSON.stringify([{ key: apiKey, principal: { tenant: "default", subject: "researcher-1", roles: ["researcher"] } }])}`);
 console.log(`POLICY_API_KEYS=${JSON.stringify([{ key: approverKey, principal: { tenant: "default", subject: "approver-1", roles: ["approver"] } }])}`);
 console.error(`API key for researcher-1 (orchestrator, :8080): ${apiKey}`);

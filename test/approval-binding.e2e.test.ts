@@ -1,4 +1,3 @@
-import { jetstream } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { canonicalHash, eventId, type Decision } from "@toolgate/contracts";
 import { Stack, resultOf, testInfra, waitFor, waitForCallEvents, type AuditedEvent, type CallResult, settledCallEvents } from "@toolgate/testkit";
@@ -87,7 +86,8 @@ async function presentTampered(
     payload: { decision, signature: stack.policySigner.sign(decision), arguments: "__ARGS__" },
   };
   const text = JSON.stringify(event).replace('"__ARGS__"', raw ?? JSON.stringify(args));
-  await jetstream(nc).publish(`${stack.name}.call.${call.callId}.authorized`, text);
+  // Signed as policy, as a compromised policy event key would: the plan hash is what stands in the way.
+  await stack.publishEvent(nc, `${stack.name}.call.${call.callId}.authorized`, text, { as: "policy" });
 }
 
 async function approve(call: { requested: Event }): Promise<void> {

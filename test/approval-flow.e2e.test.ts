@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { jetstream } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { eventId, type Decision } from "@toolgate/contracts";
 import { REPO_ROOT, Stack, callEvents, resultOf, testInfra, waitForCallEvents, type AuditedEvent, type CallResult, settledCallEvents } from "@toolgate/testkit";
@@ -156,9 +156,11 @@ describe("approvals", () => {
   });
 
   it("the same approval replayed onto NATS is refused (APPROVAL_CONSUMED, audited) and nothing runs again", async () => {
-    const authorized = (await callEvents(stack, approvedCall)).find((e) => e.type === "authorized")!;
-    // A byte-for-byte copy published again, past the stream's duplicate detection.
-    await jetstream(nc).publish(`${stack.name}.call.${approvedCall}.authorized`, JSON.stringify(authorized), { msgID: `replay-${approvedCall}` });
+    // A byte-for-byte copy of the stored message, its signature included, published again past the stream's
+    // duplicate detection: the signature holds, the approval does not.
+    const subject = `${stack.name}.call.${approvedCall}.authorized`;
+    const original = await (await jetstreamManager(nc)).streams.getMessage(stack.eventStream, { last_by_subj: subject });
+    await jetstream(nc).publish(subject, original!.data, { msgID: `replay-${approvedCall}`, headers: original!.header });
     const events = await waitForCallEvents(stack, approvedCall, (es) => es.some((e) => e.type === "refused"), { description: "the replay's refusal" });
     const refused = events.find((e) => e.type === "refused")!;
     expect(refused.payload.reason).toBe("approval_invalid");
@@ -190,7 +192,7 @@ describe("approvals", () => {
       args_hash: decision.args_hash,
       payload: { decision, signature: stack.policySigner.sign(decision), arguments: args },
     };
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(forged));
+    await stack.publishEvent(nc, `${stack.name}.call.${callId}.authorized`, JSON.stringify(forged), { as: "policy" });
     const result = await resultOf(stack, callId);
     expect(result).toMatchObject({ ok: false, error: { code: "APPROVAL_MISMATCH" } });
     const events = await settledCallEvents(stack, callId);

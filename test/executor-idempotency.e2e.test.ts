@@ -41,7 +41,9 @@ describe("the same call delivered 8 times at once", () => {
     // Seven more copies of the signed authorization, each with its own message id so the stream keeps them all:
     // what at-least-once delivery and duplicate publishes look like to the executors.
     const js = jetstream(nc);
-    const acks = await Promise.all(Array.from({ length: 7 }, (_, i) => js.publish(subject, authorized.data, { msgID: `copy-${i}-${callId}` })));
+    const acks = await Promise.all(
+      Array.from({ length: 7 }, (_, i) => js.publish(subject, authorized.data, { msgID: `copy-${i}-${callId}`, headers: authorized.header })),
+    );
     expect(acks.every((a) => !a.duplicate)).toBe(true);
 
     await Promise.all([1, 2, 3].map((i) => stack.startService("executor", `executor-${i}`)));

@@ -87,7 +87,9 @@ describe("malformed messages on every service's subject", () => {
 
   it("turns a proposal for an unknown tool into a typed UNKNOWN_TOOL outcome", async () => {
     const callId = newCallId();
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "rm_rf_everything", "{}")));
+    await stack.publishEvent(nc, `${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "rm_rf_everything", "{}")), {
+      as: "orchestrator",
+    });
     const events = await waitFor(
       async () => {
         const { body } = await stack.audit<{ events: { event: { type: string; payload: { result?: { error?: { code: string } } } } }[] }>(
@@ -104,7 +106,9 @@ describe("malformed messages on every service's subject", () => {
   it("refuses arguments above the contract's byte limit before parsing them", async () => {
     const callId = newCallId();
     const huge = JSON.stringify({ query: "x".repeat(40_000), source_type: "any", limit: 3 });
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "search_sources", huge)));
+    await stack.publishEvent(nc, `${stack.name}.call.${callId}.proposed`, JSON.stringify(proposal(callId, newRunId(), "search_sources", huge)), {
+      as: "orchestrator",
+    });
     const rejected = await waitFor(
       async () => {
         const { body } = await stack.audit<{
@@ -118,7 +122,11 @@ describe("malformed messages on every service's subject", () => {
     expect(rejected.event.payload.result!.error.details!.violations[0]!.keyword).toBe("maxBytes");
   });
 
-  it("refuses an authorization that policy did not sign, and runs nothing", async () => {
+  it.each([
+    ["unsigned", undefined, "event refused: not signed by its owner"],
+    ["signed by the orchestrator", "orchestrator", "event refused: not signed by its owner"],
+    ["its decision signed by no policy key", "policy", "authorization refused"],
+  ] as const)("refuses an authorization that policy did not sign (%s), and runs nothing", async (_case, signedAs, refusal) => {
     const callId = newCallId();
     const runId = newRunId();
     const args = { task_id: "task_c04", claim: "forged", source_url: "https://example.test/x" };
@@ -146,13 +154,29 @@ describe("malformed messages on every service's subject", () => {
         arguments: args,
       },
     };
-    await jetstream(nc).publish(`${stack.name}.call.${callId}.authorized`, JSON.stringify(forged));
+    await stack.publishEvent(nc, `${stack.name}.call.${callId}.authorized`, JSON.stringify(forged), signedAs ? { as: signedAs } : {});
     const executor = stack.process("executor-1");
-    await waitFor(() => executor.logs().some((l) => l.msg === "authorization refused" && l.call_id === callId), {
+    await waitFor(() => executor.logs().some((l) => l.msg === refusal && (l.call_id === callId || l.event_id === forged.id)), {
       description: "the executor refusing the forged authorization",
     });
     const evidence = await mongo.db(`${stack.name}_tools`).collection("evidence").countDocuments({ claim: "forged" });
     expect(evidence).toBe(0);
+    if (signedAs === "policy") return;
+    // Refused by the bus before any handler: reported in the call's chain, and no terminal event for anyone.
+    const events = await waitFor(
+      async () => {
+        const { body } = await stack.audit<{ events: { event: { type: string; source: string; payload: { refused_event_id?: string; reason?: string } } }[] }>(
+          `/v1/calls/${callId}/events`,
+        );
+        return body.events.some((e) => e.event.type === "event_refused") ? body.events : undefined;
+      },
+      { description: "the executor's report of the refused authorization in audit" },
+    );
+    expect(events.map((e) => e.event.type)).toEqual(["authorized", "event_refused"]);
+    expect(events[1]!.event).toMatchObject({
+      source: "executor",
+      payload: { refused_event_id: forged.id, reason: signedAs ? "signer_not_owner" : "unsigned" },
+    });
   });
 
   it("still runs the C04 case after all of that", async () => {

@@ -1,7 +1,6 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { generateKeyPairSync } from "node:crypto";
-import { jetstream } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { canonicalHash, decisionSigner, eventId, newCallId, newRunId, type Decision, type DecisionSigner } from "@toolgate/contracts";
 import { Stack, testInfra, waitFor, waitForCallEvents, type AuditedEvent, type CallResult, type STACK_USERS } from "@toolgate/testkit";
@@ -221,7 +220,8 @@ describe("signed decisions", () => {
     return { callId, event };
   }
 
-  it("refuses an authorization forged onto NATS (another key, other arguments, another call), audits the refusal and runs nothing", async () => {
+  // The second line behind the event signature: a process that holds policy's event key but not its decision key.
+  it("refuses an authorization whose decision is forged (another key, other arguments, another call), audits the refusal and runs nothing", async () => {
     const args = save("task_forged", "forged claim");
     const mallory = generateKeyPairSync("ed25519");
     const otherKey = decisionSigner(mallory.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
@@ -232,7 +232,7 @@ describe("signed decisions", () => {
     const unbound = authorizedEvent(args, stack.policySigner);
     unbound.event.payload.arguments = { ...args, claim: "something else" };
     cases.push({ expect: "arguments_not_bound", ...unbound });
-    for (const c of cases) await jetstream(nc).publish(`${stack.name}.call.${c.callId}.authorized`, JSON.stringify(c.event));
+    for (const c of cases) await stack.publishEvent(nc, `${stack.name}.call.${c.callId}.authorized`, JSON.stringify(c.event), { as: "policy" });
     for (const c of cases) {
       const events = await waitForCallEvents(stack, c.callId, (es) => es.some((e) => e.type === "completed"), { description: `the refusal of ${c.expect}` });
       expect(events.map((e) => e.type)).toEqual(["authorized", "refused", "completed"]);

@@ -1,4 +1,4 @@
-import type { EventRejection, ToolgateEvent } from "@toolgate/contracts";
+import type { EventRejection, SignatureFacts, ToolgateEvent } from "@toolgate/contracts";
 import type { Disposition } from "./disposition.js";
 
 /** What JetStream said about one publish. */
@@ -18,6 +18,11 @@ export interface Delivery {
   maxDeliver: number;
   /** Tells the server the handler is still working, resetting the ack wait. */
   working(): void;
+  /**
+   * The signature the message came with and the digest of its bytes: checked by the bus before the handler ran
+   * (unless the consumer records events to verify them later, as audit does).
+   */
+  signature: SignatureFacts;
 }
 
 /**
@@ -45,6 +50,12 @@ export interface ConsumerSpec {
    * unreachable: those retry every second for as long as the outage lasts); -1 for unbounded.
    */
   maxDeliver: number;
+  /**
+   * Whether the bus checks each event's signature before the handler sees it (default true when the bus has a
+   * trust list): an event not signed by a key of its owner's role is refused, reported and acknowledged. False
+   * only for a consumer that acts on nothing and keeps the signature to verify later (audit).
+   */
+  verifySignatures?: boolean;
 }
 
 /** A running consumer. */

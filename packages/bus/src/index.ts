@@ -29,6 +29,7 @@ export {
   NATS_ROLES,
   natsPermissions,
   generateNatsIdentities,
+  natsIdentitiesFromSeeds,
   natsAuthorizationConfig,
   seedAuthenticator,
   parseNatsSeeds,

@@ -20,7 +20,23 @@ import {
 } from "@nats-io/jetstream";
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
-import { parseEvent, sha256, type CallEventType, type EventRejection, type RunEventType, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import {
+  EVENT_SIGNATURE_HEADER,
+  messageDigest,
+  parseEvent,
+  refusalEventId,
+  sha256,
+  signatureKeyId,
+  type CallEventType,
+  type EventRejection,
+  type EventSigner,
+  type EventTrust,
+  type RunEventType,
+  type SignatureFacts,
+  type SignatureProblem,
+  type SubjectCatalogue,
+  type ToolgateEvent,
+} from "@toolgate/contracts";
 import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
@@ -90,6 +106,13 @@ export interface NatsEventBusOptions {
    * every refusal is thrown. A server below 2.10 is refused whatever this says.
    */
   allowUnsafe?: (refusal: NatsRefusal) => boolean;
+  /** Signs every event this process publishes (its service's key): consumers accept an event only from its owner. */
+  signer?: EventSigner;
+  /**
+   * The keys trusted to sign events, by role. With it every consumer (unless it says otherwise), `watch` and
+   * `lastEvent` pass on only events signed by a key of their owner's role; a consumer reports what it refuses.
+   */
+  trust?: EventTrust;
 }
 
 const encoder = new TextEncoder();
@@ -314,16 +337,44 @@ export class NatsEventBus implements EventBus {
     const h = natsHeaders();
     if (this.#options.traceSpans) propagation.inject(context.active(), h, headerSetter);
     else h.set("traceparent", runTraceParent(event));
+    const signer = this.#options.signer;
+    if (signer) h.set(EVENT_SIGNATURE_HEADER, signer.sign(messageDigest(data)));
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
     const started = this.#stats.tracing ? epochMicros() : 0;
+    let ack: { seq: number; duplicate: boolean };
     try {
-      const ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h, ...this.#attempts });
-      if (started > 0) this.#stats.record("out", event.id, started, epochMicros());
-      if (ack.duplicate) this.#stats.add("bus.publish_duplicate");
-      return { seq: ack.seq, duplicate: ack.duplicate };
+      ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h, ...this.#attempts });
     } catch (error) {
       throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
     }
+    if (started > 0) this.#stats.record("out", event.id, started, epochMicros());
+    if (!ack.duplicate) return { seq: ack.seq, duplicate: false };
+    this.#stats.add("bus.publish_duplicate");
+    if (!(await this.#idTakenByForgery(ack.seq))) return { seq: ack.seq, duplicate: true };
+    // Whoever published first under this id is not the event's owner: the duplicate window must not swallow the
+    // real transition, so it goes out under a message id of its own (consumers and audit know it by its event id).
+    this.#log.warn({ event_id: event.id, stream_seq: ack.seq }, "event id taken by a message its owner did not sign; published under another message id");
+    const msgID = `${event.id}~${messageDigest(data).toString("hex").slice(0, 16)}`;
+    try {
+      const again = await this.#js.publish(subject, data, { msgID, headers: h, ...this.#attempts });
+      return { seq: again.seq, duplicate: again.duplicate };
+    } catch (error) {
+      throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
+    }
+  }
+
+  /**
+   * Whether the message the duplicate window kept under an id (at `seq`) is not signed by its event's owner. Only
+   * asked with a trust list, and only for duplicates (a retry after a lost acknowledgement, a redelivered handler).
+   */
+  async #idTakenByForgery(seq: number): Promise<boolean> {
+    const trust = this.#options.trust;
+    if (!trust) return false;
+    const stored = await this.#jsm.streams.getMessage(this.#options.subjects.stream, { seq }).catch(() => null);
+    if (!stored) return false;
+    const parsed = parseEvent(stored.data, this.#options.maxEventBytes);
+    if (!parsed.ok) return true;
+    return trust.check(parsed.event, signatureFacts(stored.header, stored.data)) !== undefined;
   }
 
   /** Runs a JetStream request again while it times out (each attempt waits {@link JS_REQUEST_TIMEOUT_MS}), within the publish budget. */
@@ -346,6 +397,11 @@ export class NatsEventBus implements EventBus {
     if (!stored) return undefined;
     const parsed = parseEvent(stored.data, this.#options.maxEventBytes);
     if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event)) return undefined;
+    const problem = this.#options.trust?.check(parsed.event, signatureFacts(stored.header, stored.data));
+    if (problem) {
+      this.#log.warn({ event_id: parsed.event.id, stream_seq: stored.seq, problem }, "stored event not signed by its owner; ignored");
+      return undefined;
+    }
     return parsed.event;
   }
 
@@ -482,12 +538,16 @@ export class NatsEventBus implements EventBus {
       deliveryCount: msg.info.deliveryCount,
       maxDeliver: spec.maxDeliver,
       working: () => msg.working(),
+      signature: signatureFacts(msg.headers, msg.data),
     };
     const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
     if (!parsed.ok) return this.#reject(msg, spec, parsed.rejection, onRejected);
     const mismatch = subjectMismatch(this.#options.subjects, msg.subject, parsed.event);
     if (mismatch) return this.#reject(msg, spec, mismatch, onRejected);
     const event = parsed.event;
+    const trust = spec.verifySignatures === false ? undefined : this.#options.trust;
+    const problem = trust?.check(event, delivery.signature);
+    if (problem) return this.#refuse(msg, spec, event, delivery, problem);
     if (!this.#options.traceSpans) {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
       return;
@@ -546,6 +606,40 @@ export class NatsEventBus implements EventBus {
     }
   }
 
+  /**
+   * An event its owner did not sign: no handler sees it. It is reported (an `event_refused` under an id of its
+   * own, which no transition uses, so it ends nothing and takes no event id) and acknowledged; a report that
+   * cannot be published yet is tried again with the message.
+   */
+  async #refuse(msg: JsMsg, spec: ConsumerSpec, event: ToolgateEvent, delivery: Delivery, problem: SignatureProblem): Promise<void> {
+    const keyId = signatureKeyId(delivery.signature.header);
+    this.#stats.add(`bus.refused.${spec.name}`);
+    this.#log.warn(
+      {
+        consumer: spec.name,
+        event_id: event.id,
+        type: `${event.kind}.${event.type}`,
+        claimed_source: event.source,
+        problem,
+        key_id: keyId,
+        stream_seq: msg.seq,
+      },
+      "event refused: not signed by its owner",
+    );
+    const signer = this.#options.signer;
+    if (signer && signer.role !== "audit") {
+      const report = refusalReport(event, signer.role, problem, keyId, msg.seq, delivery.signature.digest);
+      try {
+        await this.publish(report);
+      } catch (error) {
+        this.#log.warn({ err: error, event_id: event.id }, "refusal report not published; the refused message comes back");
+        msg.nak(1_000);
+        return;
+      }
+    }
+    msg.ack();
+  }
+
   async #reject(msg: JsMsg, spec: ConsumerSpec, rejection: EventRejection, onRejected: RejectionHandler | undefined): Promise<void> {
     this.#log.warn({ consumer: spec.name, subject: msg.subject, stream_seq: msg.seq, rejection }, "message rejected");
     try {
@@ -563,7 +657,13 @@ export class NatsEventBus implements EventBus {
       callback: (error, msg) => {
         if (error || !wanted(msg.subject)) return;
         const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
-        if (parsed.ok) handler(parsed.event);
+        if (!parsed.ok) return;
+        const problem = this.#options.trust?.check(parsed.event, signatureFacts(msg.headers, msg.data));
+        if (problem) {
+          this.#stats.add("bus.refused.watch");
+          return;
+        }
+        handler(parsed.event);
       },
     });
     return { unsubscribe: () => sub.unsubscribe() };
@@ -573,6 +673,46 @@ export class NatsEventBus implements EventBus {
     if (this.#nc.isClosed()) return;
     await this.#nc.drain();
   }
+}
+
+/** The signature header a message came with and the digest of its bytes. */
+function signatureFacts(headers: MsgHdrs | undefined, data: Uint8Array): SignatureFacts {
+  const header = headers?.has(EVENT_SIGNATURE_HEADER) ? headers.get(EVENT_SIGNATURE_HEADER) : undefined;
+  return { header, digest: messageDigest(data).toString("hex") };
+}
+
+/** The report of a refused event: in the refused event's chain, under an id only this report uses. */
+function refusalReport(
+  refused: ToolgateEvent,
+  reporter: "orchestrator" | "policy" | "executor",
+  reason: SignatureProblem,
+  keyId: string | undefined,
+  streamSeq: number,
+  digest: string,
+): ToolgateEvent {
+  const chain = refused.kind === "call" ? refused.call_id : refused.run_id;
+  const payload = {
+    refused_event_id: refused.id,
+    refused_type: refused.type,
+    claimed_source: refused.source,
+    reason,
+    ...(keyId ? { key_id: keyId } : {}),
+    stream_seq: streamSeq,
+    digest,
+  };
+  const common = {
+    v: 1 as const,
+    id: refusalEventId(chain, reporter, streamSeq),
+    type: "event_refused" as const,
+    run_id: refused.run_id,
+    seq: refused.seq,
+    attempt: 1,
+    time: new Date().toISOString(),
+    source: reporter,
+    principal: refused.principal,
+    payload,
+  };
+  return refused.kind === "call" ? { ...common, kind: "call", call_id: refused.call_id } : { ...common, kind: "run" };
 }
 
 /** Throws `refusal` unless it may be overridden and the caller's `allowUnsafe` lets it pass. */

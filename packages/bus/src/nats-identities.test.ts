@@ -1,16 +1,19 @@
-import { CALL_EVENT_TYPES, CALL_EVENT_OWNERS, RUN_EVENT_TYPES } from "@toolgate/contracts";
+import { CALL_EVENT_TYPES, CALL_EVENT_OWNERS, REFUSAL_REPORTERS, RUN_EVENT_TYPES } from "@toolgate/contracts";
 import { describe, expect, it } from "vitest";
 import { NATS_ROLES, generateNatsIdentities, natsAuthorizationConfig, natsPermissions, parseNatsSeeds } from "./nats-identities.js";
 
 const publishable = (role: (typeof NATS_ROLES)[number]) => natsPermissions(role, "toolgate").publish.allow.filter((s) => s.startsWith("toolgate."));
 
 describe("natsPermissions", () => {
-  it("lets exactly one service publish each call event type: its owner", () => {
+  it("lets exactly one service publish each call event type, its owner; refusal reports come from every service that acts", () => {
     for (const type of CALL_EVENT_TYPES) {
       const publishers = NATS_ROLES.filter((role) => publishable(role).includes(`toolgate.call.*.${type}`));
-      expect(publishers, type).toEqual([CALL_EVENT_OWNERS[type]]);
+      expect(publishers, type).toEqual(type === "event_refused" ? [...REFUSAL_REPORTERS] : [CALL_EVENT_OWNERS[type]]);
     }
-    for (const type of RUN_EVENT_TYPES) expect(NATS_ROLES.filter((role) => publishable(role).includes(`toolgate.run.*.${type}`))).toEqual(["orchestrator"]);
+    for (const type of RUN_EVENT_TYPES) {
+      const publishers = NATS_ROLES.filter((role) => publishable(role).includes(`toolgate.run.*.${type}`));
+      expect(publishers, type).toEqual(type === "event_refused" ? [...REFUSAL_REPORTERS] : ["orchestrator"]);
+    }
   });
 
   it("gives subscribers and audit no event subject to publish, and no wildcard over events to anyone", () => {

@@ -1,5 +1,5 @@
 import { nkeyAuthenticator, nkeys, type Authenticator } from "@nats-io/nats-core";
-import { CALL_EVENT_OWNERS, RUN_EVENT_OWNERS, type ServiceName } from "@toolgate/contracts";
+import { CALL_EVENT_OWNERS, REFUSAL_REPORTERS, RUN_EVENT_OWNERS, type ServiceName } from "@toolgate/contracts";
 
 /**
  * The identities that connect to NATS, each with its own nkey and subject permissions that the server enforces:
@@ -84,6 +84,8 @@ export function natsPermissions(role: NatsRole, prefix = "toolgate"): NatsPermis
     ...Object.entries(RUN_EVENT_OWNERS)
       .filter(([, owner]) => owner === service)
       .map(([type]) => `${prefix}.run.*.${type}`),
+    // Each service that acts on events reports the ones it refused as forgeries, in the refused event's chain.
+    ...((REFUSAL_REPORTERS as readonly ServiceName[]).includes(service) ? [`${prefix}.call.*.event_refused`, `${prefix}.run.*.event_refused`] : []),
   ];
   const service = (publish: string[]): NatsPermissions => ({
     publish: { allow: [...publish, ...SERVICE_JS_API.allow], deny: SERVICE_JS_API.deny ?? [] },
@@ -117,6 +119,20 @@ export function generateNatsIdentities(roles: readonly NatsRole[] = NATS_ROLES):
   return roles.map((role) => {
     const user = nkeys.createUser();
     return { role, publicKey: user.getPublicKey(), seed: new TextDecoder().decode(user.getSeed()) };
+  });
+}
+
+/**
+ * The identities of an existing seeds file (see {@link parseNatsSeeds}), to write the server's configuration
+ * again when the permissions change without handing every process new credentials. Throws for a role the file
+ * lacks or a seed that is not an nkey user seed.
+ */
+export function natsIdentitiesFromSeeds(seeds: Partial<Record<NatsRole, string>>, roles: readonly NatsRole[] = NATS_ROLES): NatsIdentity[] {
+  return roles.map((role) => {
+    const seed = seeds[role];
+    if (!seed) throw new Error(`no seed for ${role}`);
+    const user = nkeys.fromSeed(new TextEncoder().encode(seed));
+    return { role, publicKey: user.getPublicKey(), seed };
   });
 }
 

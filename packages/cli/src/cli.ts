@@ -4,9 +4,9 @@
  * their options and the environment variables they read. Exit codes: 0 done, 1 the command failed, 2 the
  * command line or the environment is wrong (an unknown option, a missing argument or variable).
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { generateNatsIdentities, natsAuthorizationConfig } from "@toolgate/bus";
+import { generateNatsIdentities, natsAuthorizationConfig, natsIdentitiesFromSeeds, parseNatsSeeds, type NatsIdentity } from "@toolgate/bus";
 import { CallIdSchema, RunIdSchema, type ToolgateEvent } from "@toolgate/contracts";
 import { CliError } from "./cli-error.js";
 import { parseCommandLine, usage, UsageError } from "./command-line.js";
@@ -258,16 +258,23 @@ function natsAuth(): void {
   if (prefix !== "*" && !/^[a-z][a-z0-9_-]{0,31}$/.test(prefix)) throw new UsageError(`--prefix ${prefix} is not a subject prefix`);
   const conf = join(flags.out, "nats-auth.conf");
   const seeds = join(flags.out, "nats-seeds.env");
-  for (const file of [conf, seeds]) if (existsSync(file)) throw new CliError(`${file} exists; delete it to create new identities`);
-  const identities = generateNatsIdentities();
+  const refresh = flags.refresh === true;
+  if (refresh && !existsSync(seeds)) throw new CliError(`${seeds} does not exist; run without --refresh to create identities`);
+  if (!refresh) for (const file of [conf, seeds]) if (existsSync(file)) throw new CliError(`${file} exists; delete it to create new identities`);
+  let identities: NatsIdentity[];
+  try {
+    identities = refresh ? natsIdentitiesFromSeeds(parseNatsSeeds(readFileSync(seeds, "utf8"))) : generateNatsIdentities();
+  } catch (error) {
+    throw new CliError(`${seeds}: ${(error as Error).message}`);
+  }
   const include = typeof flags.include === "string" ? `include ${JSON.stringify(flags.include)}\n` : "";
   mkdirSync(flags.out, { recursive: true });
   writeFileSync(
     conf,
     `# Written by toolgate nats-auth.\n${include}${natsAuthorizationConfig(identities, { prefix, openToLocalTools: flags["local-tools"] === true })}`,
   );
-  writeFileSync(seeds, identities.map(({ role, seed }) => `TOOLGATE_NATS_SEED_${role.toUpperCase()}=${seed}\n`).join(""), { mode: 0o600 });
-  console.error(`wrote ${conf} and ${seeds}`);
+  if (!refresh) writeFileSync(seeds, identities.map(({ role, seed }) => `TOOLGATE_NATS_SEED_${role.toUpperCase()}=${seed}\n`).join(""), { mode: 0o600 });
+  console.error(refresh ? `wrote ${conf} (identities of ${seeds})` : `wrote ${conf} and ${seeds}`);
 }
 
 main().catch((error: unknown) => {

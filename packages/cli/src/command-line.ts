@@ -100,6 +100,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "create an NATS identity per service, subscriber and operator, and the server configuration that holds each to its rights",
     options: {
       out: { type: "string", value: "dir", help: "where to write nats-auth.conf and nats-seeds.env (required; refused when they exist)" },
+      refresh: { type: "boolean", help: "write nats-auth.conf again from the seeds already in dir (permissions of this release, same identities)" },
       include: { type: "string", value: "path", help: "a server configuration for nats-auth.conf to include, relative to dir" },
       prefix: { type: "string", value: "prefix", help: "the subject prefix the permissions name (default toolgate; * for every prefix)" },
       "local-tools": { type: "boolean", help: "development only: connections without credentials get every right" },

@@ -22,7 +22,7 @@ export const CALL_EVENT_OWNERS = {
   reconciled: "executor",
   dead_lettered: "executor",
   result_attached: "orchestrator",
-} as const satisfies Record<CallEventType, ServiceName>;
+} as const satisfies Record<Exclude<CallEventType, "event_refused">, ServiceName>;
 
 /** Every run event is the orchestrator's: it drives runs. */
 export const RUN_EVENT_OWNERS = {
@@ -30,4 +30,10 @@ export const RUN_EVENT_OWNERS = {
   model_responded: "orchestrator",
   completed: "orchestrator",
   stopped: "orchestrator",
-} as const satisfies Record<RunEventType, ServiceName>;
+} as const satisfies Record<Exclude<RunEventType, "event_refused">, ServiceName>;
+
+/**
+ * Who may report an `event_refused` (of a call or a run): every service that acts on events it consumes. It is
+ * the one type with several publishers; each signs its own reports, and nothing acts on them but audit.
+ */
+export const REFUSAL_REPORTERS = ["orchestrator", "policy", "executor"] as const satisfies readonly ServiceName[];

@@ -43,14 +43,26 @@ function callPayloads(callId: string, runId: string): Record<CallEventType, unkn
     reconciled: { outcome: "not_applied", result: failure(callId, "OUTCOME_UNKNOWN", "not applied") },
     dead_lettered: { reason: "poison", deliveries: 10 },
     result_attached: { provider_call_id: "call_abc", ok: true },
+    event_refused: refusedPayload,
   };
 }
+
+const refusedPayload = {
+  refused_event_id: "c:completed:1",
+  refused_type: "completed",
+  claimed_source: "executor",
+  reason: "bad_signature",
+  key_id: "0123456789abcdef",
+  stream_seq: 7,
+  digest: "e".repeat(64),
+};
 
 const runPayloads: Record<RunEventType, unknown> = {
   started: { model: "m", context: { task_id: "task-1" } },
   model_responded: { turn: 1, outcome: "final", tool_calls: 0 },
   completed: { turns: 1, tool_calls: 0, final_text: "" },
   stopped: { reason: "cancelled", message: "stopped by the user" },
+  event_refused: refusedPayload,
 };
 
 function envelope(kind: "call" | "run", id: string, runId: string, type: string, payload: unknown): Record<string, unknown> {

@@ -57,6 +57,23 @@ export const DecisionSchema = z.object({
 });
 export type Decision = z.infer<typeof DecisionSchema>;
 
+/**
+ * A consumer's report of an event it refused because its signature did not show it to be its owner's (forged,
+ * unsigned, or signed by a key of another role). Nothing acted on the refused event; the report changes no state.
+ */
+const EventRefusedSchema = z.object({
+  refused_event_id: z.string().max(256),
+  refused_type: z.string().max(64),
+  /** The service the refused event claimed to come from. */
+  claimed_source: z.string().max(64),
+  reason: z.enum(["unsigned", "malformed_signature", "unknown_key", "bad_signature", "signer_not_owner", "source_not_signer"]),
+  /** The key id its signature named, if it named one. */
+  key_id: z.string().max(64).optional(),
+  stream_seq: z.number().int().min(0),
+  /** sha256 (hex) of the refused message's bytes. */
+  digest: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
 const callPayloads = {
   proposed: z.object({
     provider_call_id: z.string().min(1).max(256),
@@ -102,6 +119,18 @@ const callPayloads = {
   completed: z.object({
     result: ResultEnvelopeSchema,
     duration_ms: z.number().min(0),
+    /**
+     * What the downstream answered: its transport, the request id it gave (an HTTP `x-request-id` / `request-id`
+     * header, an MCP result's `_meta` request id), and the sha256 of the tool's raw output before the executor
+     * validated and normalized it into `result`.
+     */
+    downstream: z
+      .object({
+        transport: z.enum(["in_process", "http", "mcp"]),
+        request_id: z.string().max(256).optional(),
+        raw_output_hash: HashSchema.optional(),
+      })
+      .optional(),
   }),
   outcome_unknown: z.object({
     result: FailureResultSchema,
@@ -136,6 +165,7 @@ const callPayloads = {
     provider_call_id: z.string().min(1).max(256),
     ok: z.boolean(),
   }),
+  event_refused: EventRefusedSchema,
 } satisfies Record<CallEventType, z.ZodType>;
 
 /** The stop reasons that are budgets (a run used up what it was allowed); the others are outcomes of the run. */
@@ -154,11 +184,20 @@ const runPayloads = {
   started: z.object({
     model: z.string().max(128),
     context: RunContextSchema,
+    /** The user's request that started a managed run (a host-driven run has none): the head of the audit chain. */
+    input: z
+      .string()
+      .max(64 * 1024)
+      .optional(),
   }),
   model_responded: z.object({
     turn: z.number().int().min(0),
     outcome: z.enum(["tool_calls", "final", "refusal"]),
     tool_calls: z.number().int().min(0),
+    /** The model snapshot the provider says answered (e.g. `gpt-4o-2024-08-06`), when it says. */
+    model_version: z.string().max(128).optional(),
+    /** Tokens the provider counted for this turn (input plus output), when it counts. */
+    tokens: z.number().int().min(0).optional(),
   }),
   completed: z.object({
     turns: z.number().int().min(0),
@@ -169,6 +208,7 @@ const runPayloads = {
     reason: RunStopReasonSchema,
     message: z.string().max(2048),
   }),
+  event_refused: EventRefusedSchema,
 } satisfies Record<RunEventType, z.ZodType>;
 
 /**
@@ -216,11 +256,18 @@ export const CallEventSchema = z.discriminatedUnion("type", [
   callEvent("reconciled"),
   callEvent("dead_lettered"),
   callEvent("result_attached"),
+  callEvent("event_refused"),
 ]);
 export type CallEvent = z.infer<typeof CallEventSchema>;
 
 /** Every run state transition, discriminated by `type`. */
-export const RunEventSchema = z.discriminatedUnion("type", [runEvent("started"), runEvent("model_responded"), runEvent("completed"), runEvent("stopped")]);
+export const RunEventSchema = z.discriminatedUnion("type", [
+  runEvent("started"),
+  runEvent("model_responded"),
+  runEvent("completed"),
+  runEvent("stopped"),
+  runEvent("event_refused"),
+]);
 export type RunEvent = z.infer<typeof RunEventSchema>;
 
 /** The one envelope for every event on the bus. */
@@ -238,4 +285,12 @@ export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
  */
 export function eventId(id: string, type: string, attempt: number): string {
   return `${id}:${type}:${attempt}`;
+}
+
+/**
+ * The id of `reporter`'s `event_refused` report of the message at `streamSeq`: unique to that message, so a
+ * redelivered forgery is reported once, and never an id a transition uses.
+ */
+export function refusalEventId(chainId: string, reporter: ServiceName, streamSeq: number): string {
+  return `${chainId}:event_refused:${reporter}.${streamSeq}`;
 }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ERROR_CODES, ErrorCodeSchema } from "./error-codes.js";
-import { eventId } from "./events.js";
+import { eventId, refusalEventId } from "./events.js";
 import { parseEvent } from "./parse-event.js";
 import { FailureResultSchema, ResultEnvelopeSchema, SuccessResultSchema } from "./result-envelope.js";
 import { CALL_EVENT_TYPES, RUN_EVENT_TYPES } from "./subjects.js";
@@ -64,7 +64,12 @@ describe("golden fixtures", () => {
     const [kind, type] = name.split(".") as [string, string];
     expect(parsed.event.kind).toBe(kind);
     expect(parsed.event.type).toBe(type);
-    expect(parsed.event.id).toBe(eventId(parsed.event.kind === "call" ? parsed.event.call_id : parsed.event.run_id, type, parsed.event.attempt));
+    const chain = parsed.event.kind === "call" ? parsed.event.call_id : parsed.event.run_id;
+    const id =
+      parsed.event.type === "event_refused"
+        ? refusalEventId(chain, parsed.event.source, parsed.event.payload.stream_seq)
+        : eventId(chain, type, parsed.event.attempt);
+    expect(parsed.event.id).toBe(id);
   });
 
   it("result.success.json is a success envelope", () => {

@@ -40,6 +40,7 @@ export {
   ToolgateEventSchema,
   MAX_ARGUMENTS_JSON_BYTES,
   eventId,
+  refusalEventId,
   BUDGET_STOP_REASONS,
   RunStopReasonSchema,
   isBudgetStop,
@@ -54,7 +55,20 @@ export {
   type CallEventOf,
   type RunEventOf,
 } from "./events.js";
-export { CALL_EVENT_OWNERS, RUN_EVENT_OWNERS } from "./event-owners.js";
+export { CALL_EVENT_OWNERS, REFUSAL_REPORTERS, RUN_EVENT_OWNERS } from "./event-owners.js";
+export {
+  EVENT_SIGNATURE_HEADER,
+  eventOwners,
+  eventSigner,
+  eventTrust,
+  messageDigest,
+  parseTrustedKey,
+  signatureKeyId,
+  type EventSigner,
+  type EventTrust,
+  type SignatureFacts,
+  type SignatureProblem,
+} from "./event-signature.js";
 export { parseEvent, MAX_EVENT_DEPTH, type EventRejection, type ParsedEvent } from "./parse-event.js";
 export { jsonDepth, utf8Length } from "./json-limits.js";
 export { decisionSigner, decisionVerifier, keyIdOf, type DecisionSigner, type DecisionVerifier } from "./decision-signature.js";

@@ -17,6 +17,7 @@ export const CALL_EVENT_TYPES = [
   "reconciled",
   "dead_lettered",
   "result_attached",
+  "event_refused",
 ] as const;
 export type CallEventType = (typeof CALL_EVENT_TYPES)[number];
 
@@ -25,7 +26,7 @@ export const TERMINAL_CALL_EVENT_TYPES = ["rejected", "denied", "completed", "ou
 export type TerminalCallEventType = (typeof TERMINAL_CALL_EVENT_TYPES)[number];
 
 /** Every run state transition. */
-export const RUN_EVENT_TYPES = ["started", "model_responded", "completed", "stopped"] as const;
+export const RUN_EVENT_TYPES = ["started", "model_responded", "completed", "stopped", "event_refused"] as const;
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
 
 /**

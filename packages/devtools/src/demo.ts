@@ -26,6 +26,7 @@ function statusOf(event: ToolgateEvent): string {
     if (event.type === "model_responded") return `${event.payload.outcome}${event.payload.tool_calls ? ` calls=${event.payload.tool_calls}` : ""}`;
     if (event.type === "completed") return `final turns=${event.payload.turns}`;
     if (event.type === "stopped") return `stopped ${event.payload.reason}`;
+    if (event.type === "event_refused") return `refused ${event.payload.refused_event_id} (${event.payload.reason})`;
     return `model=${event.payload.model}`;
   }
   switch (event.type) {

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { parseTrustedKey } from "@toolgate/contracts";
 import { UNSAFE_GUARDS } from "./start-up-guards.js";
 
 /** A deploy that cannot start: the message names each bad variable, never its value. */
@@ -40,6 +41,26 @@ export const baseEnvShape = {
   /** Start-up guards to pass with a warning instead of refusing to start: for development only. */
   TOOLGATE_UNSAFE_ALLOW: listEnv()
     .pipe(z.array(z.enum(UNSAFE_GUARDS)))
+    .default([]),
+  /**
+   * This service's Ed25519 event signing key (PKCS#8 PEM or base64 DER): every event it publishes carries a
+   * signature its consumers check. A secret, never logged; `./infra/generate-env.sh` creates one per service.
+   */
+  EVENT_SIGNING_KEY: z.string().min(40).optional(),
+  /**
+   * The public keys trusted to sign events, each for one role: `<role>:<base64 DER SPKI>`, comma-separated. List
+   * the old and the new key of a role while it rotates. An event is acted on only when a key of its owner's role
+   * signed it.
+   */
+  EVENT_TRUSTED_KEYS: listEnv()
+    .transform((entries, ctx) => {
+      try {
+        return entries.map(parseTrustedKey);
+      } catch (error) {
+        ctx.addIssue({ code: "custom", message: (error as Error).message });
+        return z.NEVER;
+      }
+    })
     .default([]),
   MONGO_URL: z.string().startsWith("mongodb").default("mongodb://127.0.0.1:27017"),
   MONGO_DB: z

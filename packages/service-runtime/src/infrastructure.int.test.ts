@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { createLogger } from "@toolgate/telemetry";
 import { PrivateFerretDb, testInfra, uniqueName, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -17,7 +18,13 @@ beforeAll(async () => {
     level: "info",
     destination: { write: (line) => lines.push(JSON.parse(line) as { level: string; msg: string }) },
   });
-  const config = BaseEnvSchema.parse({ NATS_URL: testInfra().natsUrl, MONGO_URL: ferret.url, TOOLGATE_SUBJECT_PREFIX: uniqueName("r").toLowerCase() });
+  const trusted = `policy:${generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("base64")}`;
+  const config = BaseEnvSchema.parse({
+    NATS_URL: testInfra().natsUrl,
+    MONGO_URL: ferret.url,
+    TOOLGATE_SUBJECT_PREFIX: uniqueName("r").toLowerCase(),
+    EVENT_TRUSTED_KEYS: trusted,
+  });
   infra = await connectInfrastructure("test", config, { logger, stats: new RuntimeStats() });
 }, 60_000);
 afterAll(async () => {

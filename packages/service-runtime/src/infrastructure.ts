@@ -1,10 +1,11 @@
 import { NatsEventBus } from "@toolgate/bus";
-import { subjectCatalogue, type SubjectCatalogue } from "@toolgate/contracts";
+import { eventSigner, eventTrust, ServiceNameSchema, subjectCatalogue, type EventSigner, type EventTrust, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
 import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
 import type { Db, MongoClient } from "mongodb";
 import type { BaseConfig } from "./config.js";
-import { unsafeOverride } from "./start-up-guards.js";
+import { ConfigError } from "./config.js";
+import { unsafeOverride, UnsignedEventsError, type UnsafeSettingRefusal } from "./start-up-guards.js";
 
 /** The connections a service's composition root builds from its configuration. */
 export interface Infrastructure {
@@ -12,6 +13,8 @@ export interface Infrastructure {
   subjects: SubjectCatalogue;
   mongo: MongoClient;
   db: Db;
+  /** The keys trusted to sign events (EVENT_TRUSTED_KEYS), if configured. */
+  trust: EventTrust | undefined;
   /** Drains NATS and closes MongoDB; call after the workers stopped. */
   close(): Promise<void>;
 }
@@ -26,7 +29,9 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
   const { logger, stats } = context;
   const allowUnsafe = unsafeOverride(config.TOOLGATE_UNSAFE_ALLOW, logger);
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
+  const keys = eventKeys(service, config, allowUnsafe);
   const bus = await NatsEventBus.connect({
+    ...keys,
     servers: config.NATS_URL,
     name: `toolgate-${service}-${config.INSTANCE_ID}`,
     ...(config.NATS_NKEY_SEED ? { nkeySeed: config.NATS_NKEY_SEED } : {}),
@@ -61,11 +66,42 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     subjects,
     mongo,
     db: mongo.db(config.MONGO_DB),
+    trust: keys.trust,
     async close() {
       await bus.close();
       await mongo.close();
     },
   };
+}
+
+/**
+ * The service's event signer and trust list from its configuration. A missing one is a start-up guard's refusal
+ * (`unsigned-events`); a signing key that the trust list does not hold for this service's role is a
+ * configuration error (its own events would be refused everywhere).
+ */
+function eventKeys(service: string, config: BaseConfig, allowUnsafe: (refusal: UnsafeSettingRefusal) => boolean): { signer?: EventSigner; trust?: EventTrust } {
+  // A tool that connects like a service (a benchmark, a test) has no role: it signs nothing.
+  const parsed = ServiceNameSchema.safeParse(service);
+  const role = parsed.success ? parsed.data : undefined;
+  if (!role && config.EVENT_SIGNING_KEY) throw new ConfigError([`EVENT_SIGNING_KEY: ${service} is not a service that publishes events`]);
+  const refuse = (refusal: UnsignedEventsError): void => {
+    if (!allowUnsafe(refusal)) throw refusal;
+  };
+  let signer: EventSigner | undefined;
+  let trust: EventTrust | undefined;
+  try {
+    signer = config.EVENT_SIGNING_KEY && role ? eventSigner(config.EVENT_SIGNING_KEY, role) : undefined;
+    trust = config.EVENT_TRUSTED_KEYS.length > 0 ? eventTrust(config.EVENT_TRUSTED_KEYS) : undefined;
+  } catch (error) {
+    throw new ConfigError([`EVENT_SIGNING_KEY / EVENT_TRUSTED_KEYS: ${(error as Error).message}`]);
+  }
+  if (!trust) refuse(new UnsignedEventsError("EVENT_TRUSTED_KEYS"));
+  // Audit publishes nothing: it keeps signatures to verify them, and needs no key of its own.
+  if (!signer && role !== undefined && role !== "audit") refuse(new UnsignedEventsError("EVENT_SIGNING_KEY"));
+  if (signer && trust && trust.roleOf(signer.keyId) !== role) {
+    throw new ConfigError([`EVENT_TRUSTED_KEYS: does not list this service's own key (${signer.keyId}) for ${role}`]);
+  }
+  return { ...(signer ? { signer } : {}), ...(trust ? { trust } : {}) };
 }
 
 /**

@@ -1,4 +1,5 @@
-import { subjectCatalogue } from "@toolgate/contracts";
+import { generateKeyPairSync } from "node:crypto";
+import { keyIdOf, subjectCatalogue } from "@toolgate/contracts";
 import { createLogger, RuntimeStats } from "@toolgate/telemetry";
 import { testInfra, uniqueName } from "@toolgate/testkit";
 import { describe, expect, it } from "vitest";
@@ -15,11 +16,15 @@ function recordingLogger() {
   return { logger, lines };
 }
 
+const eventKey = generateKeyPairSync("ed25519");
+const der = (type: "pkcs8" | "spki") => (type === "pkcs8" ? eventKey.privateKey : eventKey.publicKey).export({ type, format: "der" }).toString("base64");
+
 function env(overrides: Record<string, string> = {}) {
   return parseEnv(BaseEnvSchema, {
     NATS_URL: testInfra().natsUrl,
     MONGO_URL: testInfra().mongoUrl,
     TOOLGATE_SUBJECT_PREFIX: uniqueName("s").toLowerCase(),
+    EVENT_TRUSTED_KEYS: `policy:${der("spki")}`,
     ...overrides,
   });
 }
@@ -31,6 +36,31 @@ function unjournaledMongoUrl(): string {
 }
 
 describe("start-up guards in a service", () => {
+  it("refuses a service without event keys, names the variable, and warns once when it is allowed", async () => {
+    const { logger, lines } = recordingLogger();
+    const untrusting = await connectInfrastructure("policy", env({ EVENT_TRUSTED_KEYS: "" }), { logger, stats: new RuntimeStats() }).catch((e: unknown) => e);
+    expect(untrusting).toMatchObject({ guard: "unsigned-events", setting: "EVENT_TRUSTED_KEYS" });
+    const unsigned = await connectInfrastructure("policy", env(), { logger, stats: new RuntimeStats() }).catch((e: unknown) => e);
+    expect(unsigned).toMatchObject({ guard: "unsigned-events", setting: "EVENT_SIGNING_KEY" });
+    // A signing key the trust list holds for another role would get every one of its events refused.
+    const otherRole = await connectInfrastructure("executor", env({ EVENT_SIGNING_KEY: der("pkcs8") }), { logger, stats: new RuntimeStats() }).catch(
+      (e: unknown) => e,
+    );
+    expect(otherRole).toBeInstanceOf(ConfigError);
+    expect(String(otherRole)).not.toContain(der("pkcs8"));
+    expect(lines.filter((l) => l.level !== "info")).toHaveLength(0);
+
+    const signed = await connectInfrastructure("policy", env({ EVENT_SIGNING_KEY: der("pkcs8") }), { logger, stats: new RuntimeStats() });
+    expect(signed.trust?.roleOf(keyIdOf(eventKey.publicKey))).toBe("policy");
+    await signed.close();
+    const allowed = await connectInfrastructure("policy", env({ EVENT_TRUSTED_KEYS: "", TOOLGATE_UNSAFE_ALLOW: "unsigned-events" }), {
+      logger,
+      stats: new RuntimeStats(),
+    });
+    await allowed.close();
+    expect(lines.filter((l) => l.level === "warn").map((l) => l.setting)).toEqual(["EVENT_TRUSTED_KEYS", "EVENT_SIGNING_KEY"]);
+  });
+
   it("reads TOOLGATE_UNSAFE_ALLOW and NATS_MONITOR_URL as lists, refusing unknown guard names", () => {
     const config = env({ TOOLGATE_UNSAFE_ALLOW: "nats-version, mongo-write-concern", NATS_MONITOR_URL: "http://n1:8222,http://n2:8222" });
     expect(config.TOOLGATE_UNSAFE_ALLOW).toEqual(["nats-version", "mongo-write-concern"]);

@@ -3,8 +3,26 @@ import { MONGO_GUARDS, type MongoGuard } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
 
 /** Every start-up guard, by the name `TOOLGATE_UNSAFE_ALLOW` lists to let a development setup start anyway. */
-export const UNSAFE_GUARDS = [...NATS_GUARDS, ...MONGO_GUARDS] as const;
-export type UnsafeGuard = NatsGuard | MongoGuard;
+export const UNSAFE_GUARDS = [...NATS_GUARDS, ...MONGO_GUARDS, "unsigned-events"] as const;
+export type UnsafeGuard = NatsGuard | MongoGuard | "unsigned-events";
+
+/**
+ * A service without event keys: with no trust list it would act on events anyone with publish rights forged, and
+ * without a signing key its own events are refused by every peer that checks.
+ */
+export class UnsignedEventsError extends Error {
+  readonly code = "EVENT_KEYS_MISSING";
+  readonly guard = "unsigned-events";
+  readonly overridable = true;
+  constructor(readonly setting: "EVENT_TRUSTED_KEYS" | "EVENT_SIGNING_KEY") {
+    super(
+      setting === "EVENT_TRUSTED_KEYS"
+        ? "EVENT_TRUSTED_KEYS is not set: events would be acted on without checking who signed them"
+        : "EVENT_SIGNING_KEY is not set: this service's events would be unsigned, and refused by every service that checks",
+    );
+    this.name = "UnsignedEventsError";
+  }
+}
 
 /**
  * What every guard's error has (`NatsVersionError`, `StreamSettingsError`, `NatsSyncError`,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { canonicalJson, idTime, sha256, type EventRejection, type ToolgateEvent } from "@toolgate/contracts";
+import { canonicalJson, idTime, sha256, type EventRejection, type EventTrust, type SignatureFacts, type ToolgateEvent } from "@toolgate/contracts";
 import type { Collection, Db } from "mongodb";
 import { DUPLICATE_KEY } from "./insert-batcher.js";
 
@@ -23,6 +23,10 @@ export interface AuditRecord {
   /** The ledger block the record is stored in. */
   block: number;
   event: ToolgateEvent;
+  /** The signature header the event arrived with (undefined: unsigned, or stored before events were signed). */
+  signature?: string;
+  /** sha256 (hex) of the message's exact bytes: what the signature covers. */
+  digest?: string;
 }
 
 /** One event as a block keeps it: its place in its chain and its RFC 8785 text, exactly what its hash covers. */
@@ -34,6 +38,13 @@ interface BlockRecord {
   hash: string;
   stream_seq: number;
   event_json: string;
+  /**
+   * sha256 (hex) of the message bytes audit received, and the signature header they came with. The event is kept
+   * redacted, so its signature is checked against this digest, which audit computed from the bytes themselves
+   * and which the record's hash covers. Absent in records stored before events were signed.
+   */
+  digest?: string;
+  signature?: string | null;
 }
 
 /**
@@ -81,8 +92,12 @@ export type LedgerVerification = { ok: true; blocks: number; head: string | null
 
 /** The append-only audit log. */
 export interface AuditStore {
-  /** Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order. */
-  append(event: ToolgateEvent, streamSeq: number): Promise<"stored" | "duplicate">;
+  /**
+   * Stores `event` once; a redelivered event returns "duplicate". Appends are linked per chain in arrival order. A
+   * message with the id of a stored event but other bytes (`signature.digest`) is stored too: a forgery that took
+   * an event's id first must not hide the real transition.
+   */
+  append(event: ToolgateEvent, streamSeq: number, signature?: SignatureFacts): Promise<"stored" | "duplicate">;
   /** Every event of one call (or the run's own events), in chain order. */
   chain(chainId: string): Promise<AuditRecord[]>;
   /** Every event of a run, calls included, in stream order. */
@@ -95,13 +110,14 @@ export interface AuditStore {
 interface ChainState {
   idx: number;
   hash: string | null;
-  /** Event ids stored in the chain, to recognise a redelivery. */
+  /** What was stored in the chain (see {@link storedKey}), to recognise a redelivery. */
   ids: Set<string>;
 }
 
 interface Pending {
   event: ToolgateEvent;
   streamSeq: number;
+  signature: SignatureFacts | undefined;
   resolve: (outcome: "stored" | "duplicate") => void;
   reject: (error: unknown) => void;
 }
@@ -117,6 +133,8 @@ export interface AuditStoreOptions {
    * Under load a block collects what arrives while the previous insert is in flight, and no event waits.
    */
   lingerMs?: number;
+  /** The keys events are signed with: `verify` then also checks that each event was signed by its owner. */
+  trust?: EventTrust;
   now?: () => number;
 }
 
@@ -137,13 +155,23 @@ const MAX_ROUNDS = 64;
  */
 const FRESHNESS_MARGIN_MS = 10_000;
 
-/** Hash of one record: binds the event to its place in its chain. */
-export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent): string {
-  return hashOfText(prevHash, chainId, idx, canonicalJson(event));
+/** Hash of one record: binds the event (and the digest and signature it arrived with) to its place in its chain. */
+export function recordHash(prevHash: string | null, chainId: string, idx: number, event: ToolgateEvent, signature?: SignatureFacts): string {
+  return hashOfText(prevHash, chainId, idx, canonicalJson(event), signature?.digest, signature?.header ?? null);
 }
 
-function hashOfText(prevHash: string | null, chainId: string, idx: number, eventJson: string): string {
-  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}`);
+function hashOfText(prevHash: string | null, chainId: string, idx: number, eventJson: string, digest?: string, signature?: string | null): string {
+  const signed = digest === undefined ? "" : `\n${digest}\n${signature ?? ""}`;
+  return sha256(`${prevHash ?? ""}\n${chainId}\n${idx}\n${eventJson}${signed}`);
+}
+
+/**
+ * How a chain knows what it holds: the event id and, for a signed message, the digest of its bytes — so a
+ * redelivery is recognised, and a second message under a stored event's id (a forgery that came first, or the
+ * real event after one) is kept as well.
+ */
+function storedKey(id: string, digest: string | undefined): string {
+  return digest === undefined ? id : `${id}#${digest}`;
 }
 
 function blockHash(block: Pick<AuditBlock, "prev_hash" | "n" | "chain_id" | "run_id" | "records_json">): string {
@@ -182,6 +210,7 @@ export class MongoAuditStore implements AuditStore {
   readonly #maxChains: number;
   readonly #lingerMs: number;
   readonly #now: () => number;
+  readonly #trust: EventTrust | undefined;
   readonly #chains = new Map<string, ChainState>();
   /** The last block this writer knows of; located on the first append. */
   #head: { n: number; hash: string | null } | undefined;
@@ -203,6 +232,7 @@ export class MongoAuditStore implements AuditStore {
     this.#maxChains = options.maxCachedChains ?? 100_000;
     this.#lingerMs = options.lingerMs ?? 0;
     this.#now = options.now ?? Date.now;
+    this.#trust = options.trust;
   }
 
   /** Creates the indexes the log relies on; idempotent. */
@@ -211,9 +241,9 @@ export class MongoAuditStore implements AuditStore {
     await this.#blocks.createIndex({ run_id: 1 }, { name: "runs" });
   }
 
-  append(event: ToolgateEvent, streamSeq: number): Promise<"stored" | "duplicate"> {
+  append(event: ToolgateEvent, streamSeq: number, signature?: SignatureFacts): Promise<"stored" | "duplicate"> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ event, streamSeq, resolve, reject });
+      this.#queue.push({ event, streamSeq, signature, resolve, reject });
       if (this.#flushing) return;
       if (this.#lingerMs > 0 && this.#queue.length < MAX_BLOCK_EVENTS) {
         this.#lingering ??= setTimeout(() => {
@@ -295,16 +325,18 @@ export class MongoAuditStore implements AuditStore {
       const p = pending[i]!;
       const chain = chainOf(p.event);
       const state = working.get(chain) ?? this.#chains.get(chain) ?? { idx: 0, hash: null, ids: new Set<string>() };
-      if (state.ids.has(p.event.id)) {
+      const key = storedKey(p.event.id, p.signature?.digest);
+      if (state.ids.has(key)) {
         duplicates.push(p);
         continue;
       }
       const eventJson = canonicalJson(p.event);
       if (records.length > 0 && (bytes + eventJson.length > MAX_BLOCK_BYTES || (!chains.has(chain) && chains.size >= MAX_BLOCK_CHAINS))) break;
       const idx = state.idx + 1;
-      const hash = hashOfText(state.hash, chain, idx, eventJson);
-      working.set(chain, { idx, hash, ids: new Set([...state.ids, p.event.id]) });
-      records.push({ id: p.event.id, chain_id: chain, idx, prev_hash: state.hash, hash, stream_seq: p.streamSeq, event_json: eventJson });
+      const signed = p.signature ? { digest: p.signature.digest, signature: p.signature.header ?? null } : {};
+      const hash = hashOfText(state.hash, chain, idx, eventJson, signed.digest, signed.signature);
+      working.set(chain, { idx, hash, ids: new Set([...state.ids, key]) });
+      records.push({ id: p.event.id, chain_id: chain, idx, prev_hash: state.hash, hash, stream_seq: p.streamSeq, event_json: eventJson, ...signed });
       stored.push(p);
       chains.add(chain);
       runs.add(p.event.run_id);
@@ -329,7 +361,7 @@ export class MongoAuditStore implements AuditStore {
       }
       state.idx = r.idx;
       state.hash = r.hash;
-      state.ids.add(r.id);
+      state.ids.add(storedKey(r.id, r.digest));
       this.#cache(r.chain_id, state);
     }
   }
@@ -426,9 +458,9 @@ export class MongoAuditStore implements AuditStore {
     for (const [i, r] of records.entries()) {
       if (r.idx !== i + 1) return broken(i + 1, `position ${r.idx} where ${i + 1} was expected`);
       if (r.prev_hash !== prev) return broken(r.idx, "link to the previous record does not match");
-      if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json) !== r.hash)
+      if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json, r.digest, r.signature) !== r.hash)
         return broken(r.idx, "record content does not match its hash");
-      const problem = describedFieldsProblem(r, chainId);
+      const problem = describedFieldsProblem(r, chainId) ?? this.#signatureProblem(r);
       if (problem) return broken(r.idx, problem);
       prev = r.hash;
     }
@@ -440,6 +472,20 @@ export class MongoAuditStore implements AuditStore {
       if (problem) return broken(first.idx, problem);
     }
     return { ok: true, length: records.length, head: prev };
+  }
+
+  /**
+   * Why a record's event is not shown to be its owner's (with a trust list): unsigned, signed by an unknown key,
+   * a signature that does not verify over the digest audit took of the bytes, or a key of a role that does not
+   * publish this event type.
+   */
+  #signatureProblem(r: BlockRecord): string | undefined {
+    if (!this.#trust) return undefined;
+    const event = JSON.parse(r.event_json) as ToolgateEvent;
+    const what = `${event.kind}.${event.type} ${event.id} (claimed by ${event.source})`;
+    if (r.digest === undefined) return `${what} is unsigned`;
+    const problem = this.#trust.check(event, { header: r.signature ?? undefined, digest: r.digest });
+    return problem === undefined ? undefined : `${what} is not signed by its owner: ${problem.replace(/_/g, " ")}`;
   }
 
   /** Why a block is not what was stored (its content or the next block's link to it), or undefined. */
@@ -501,7 +547,7 @@ export class MongoAuditStore implements AuditStore {
 
 function stateOf(records: readonly BlockRecord[]): ChainState {
   const last = records.at(-1);
-  return { idx: last?.idx ?? 0, hash: last?.hash ?? null, ids: new Set(records.map((r) => r.id)) };
+  return { idx: last?.idx ?? 0, hash: last?.hash ?? null, ids: new Set(records.map((r) => storedKey(r.id, r.digest))) };
 }
 
 function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
@@ -520,6 +566,8 @@ function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
     stored_at: r.block.stored_at,
     block: r.block.n,
     event,
+    ...(r.digest === undefined ? {} : { digest: r.digest }),
+    ...(typeof r.signature === "string" ? { signature: r.signature } : {}),
   };
 }
 

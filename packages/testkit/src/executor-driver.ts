@@ -1,7 +1,7 @@
 import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
-import type { NatsConnection, Subscription } from "@nats-io/nats-core";
+import { headers, type NatsConnection, type Subscription } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
-import { canonicalHash, newCallId, newRunId, nextCallEvent, type JsonValue, type Principal, type ToolRef } from "@toolgate/contracts";
+import { canonicalHash, EVENT_SIGNATURE_HEADER, newCallId, newRunId, nextCallEvent, type JsonValue, type Principal, type ToolRef } from "@toolgate/contracts";
 import type { Stack } from "./stack.js";
 
 /** A terminal event's result as the driver saw it. */
@@ -98,7 +98,10 @@ export class ExecutorDriver {
         resolve({ type, result });
       });
     });
-    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, JSON.stringify(event), { msgID: event.id });
+    const data = JSON.stringify(event);
+    const h = headers();
+    h.set(EVENT_SIGNATURE_HEADER, this.#stack.signatureFor("policy", data));
+    await this.#js.publish(`${this.#stack.name}.call.${callId}.authorized`, data, { msgID: event.id, headers: h });
     const { type, result } = await ended;
     return { callId, runId, type, result, ms: performance.now() - started };
   }

@@ -3,14 +3,19 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseNatsSeeds, seedAuthenticator, type NatsRole } from "@toolgate/bus";
-import { decisionSigner, type DecisionSigner } from "@toolgate/contracts";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { decisionSigner, EVENT_SIGNATURE_HEADER, eventSigner, messageDigest, type DecisionSigner, type EventSigner } from "@toolgate/contracts";
+import { jetstream, jetstreamManager, type PubAck } from "@nats-io/jetstream";
+import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
 import { ContractCatalog, type ToolContractInput } from "@toolgate/registry";
 import { toolsetContracts, ToolsetNameSchema } from "@toolgate/toolsets";
 import { connect } from "@nats-io/transport-node";
 import { SignJWT } from "jose";
 import { REPO_ROOT, ServiceProcess, type ServiceName } from "./service-process.js";
 import { waitFor } from "./wait-for.js";
+
+/** The services that publish events, each with its own signing key. */
+const SIGNING_SERVICES = ["orchestrator", "policy", "executor"] as const;
+export type SigningService = (typeof SIGNING_SERVICES)[number];
 
 /** A run as the orchestrator's API returns it. */
 export interface RunView {
@@ -125,6 +130,11 @@ export class Stack {
   readonly jwtIssuer = "https://idp.acme.test";
   /** Signs decisions as this stack's policy service does: for tests and benchmarks that drive executors directly. */
   readonly policySigner: DecisionSigner;
+  /**
+   * The services' event signing keys: a test publishing an event as the service that owns it (to drive a
+   * consumer directly) signs it with {@link signatureFor}; anything else is a forgery every consumer refuses.
+   */
+  readonly eventSigners: Record<SigningService, EventSigner>;
   /** The policy service's Cedar directory (a private copy: tests may edit it to see policy reload). */
   readonly policyDir: string;
   readonly #idpKey: KeyObject;
@@ -146,6 +156,17 @@ export class Stack {
     this.policySigner = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
     const idp = generateKeyPairSync("ed25519");
     this.#idpKey = idp.privateKey;
+    const eventKeys = Object.fromEntries(SIGNING_SERVICES.map((service) => [service, generateKeyPairSync("ed25519")])) as Record<
+      SigningService,
+      { privateKey: KeyObject; publicKey: KeyObject }
+    >;
+    const pkcs8 = (key: KeyObject) => key.export({ type: "pkcs8", format: "der" }).toString("base64");
+    this.eventSigners = Object.fromEntries(SIGNING_SERVICES.map((s) => [s, eventSigner(pkcs8(eventKeys[s].privateKey), s)])) as Record<
+      SigningService,
+      EventSigner
+    >;
+    const trustedKeys = SIGNING_SERVICES.map((s) => `${s}:${eventKeys[s].publicKey.export({ type: "spki", format: "der" }).toString("base64")}`).join(",");
+    const signingKey = (service: SigningService) => ({ EVENT_SIGNING_KEY: pkcs8(eventKeys[service].privateKey) });
     this.apiKeys = {
       alice: `tgk_alice_${randomBytes(12).toString("hex")}`,
       bob: `tgk_bob_${randomBytes(12).toString("hex")}`,
@@ -173,6 +194,7 @@ export class Stack {
       LOG_LEVEL: options.logLevel ?? "info",
       MONGO_MAX_POOL: "8",
       STREAM_REPLICAS: String(this.#streamReplicas),
+      EVENT_TRUSTED_KEYS: trustedKeys,
       ...(monitorUrl ? { NATS_MONITOR_URL: monitorUrl } : {}),
       ...options.extraEnv,
     };
@@ -188,6 +210,7 @@ export class Stack {
     ]);
     this.#serviceEnv = {
       policy: {
+        ...signingKey("policy"),
         POLICY_SIGNING_KEY: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
         POLICY_DIR: this.policyDir,
         POLICY_RELOAD_MS: "200",
@@ -197,18 +220,35 @@ export class Stack {
         ...options.env?.policy,
       },
       executor: {
+        ...signingKey("executor"),
         POLICY_VERIFY_KEYS: publicKey.export({ type: "spki", format: "pem" }).toString(),
         TOOLS_MONGO_DB: `${this.name}_tools`,
         ...options.env?.executor,
       },
       audit: { HTTP_PORT: "0", ...options.env?.audit },
       orchestrator: {
+        ...signingKey("orchestrator"),
         HTTP_PORT: "0",
         ORCHESTRATOR_API_KEYS: apiKeyConfig,
         ORCHESTRATOR_JWT_ISSUERS: jwtIssuers,
         ...options.env?.orchestrator,
       },
     };
+  }
+
+  /** The `Toolgate-Signature` header value of `service` for a message of exactly these bytes. */
+  signatureFor(service: SigningService, data: Uint8Array | string): string {
+    return this.eventSigners[service].sign(messageDigest(typeof data === "string" ? new TextEncoder().encode(data) : data));
+  }
+
+  /**
+   * Publishes `data` on `subject` over `nc` signed as `service` (the event's owner, for a test that drives one
+   * consumer directly); without `service`, unsigned: a forgery.
+   */
+  async publishEvent(nc: NatsConnection, subject: string, data: string | Uint8Array, options: { as?: SigningService; msgID?: string } = {}): Promise<PubAck> {
+    const h = natsHeaders();
+    if (options.as) h.set(EVENT_SIGNATURE_HEADER, this.signatureFor(options.as, data));
+    return jetstream(nc).publish(subject, data, { headers: h, ...(options.msgID ? { msgID: options.msgID } : {}) });
   }
 
   /** Starts audit, policy, the executors and the orchestrator, each once it is ready. */

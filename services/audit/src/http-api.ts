@@ -6,7 +6,16 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { AuditMetrics } from "./metrics.js";
 
 function view(r: AuditRecord) {
-  return { idx: r.idx, stream_seq: r.stream_seq, hash: r.hash, prev_hash: r.prev_hash, stored_at: r.stored_at, event: r.event };
+  return {
+    idx: r.idx,
+    stream_seq: r.stream_seq,
+    hash: r.hash,
+    prev_hash: r.prev_hash,
+    stored_at: r.stored_at,
+    // What the event arrived with: the digest of its bytes and its signature header (public data, no secret).
+    ...(r.digest === undefined ? {} : { digest: r.digest, signature: r.signature ?? null }),
+    event: r.event,
+  };
 }
 
 function tokenMatches(header: string | undefined, token: string): boolean {

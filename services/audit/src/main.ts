@@ -17,7 +17,12 @@ await runService({
       replicas: config.STREAM_REPLICAS,
       logger,
     });
-    const store = new MongoAuditStore(infra.db, { writer: config.INSTANCE_ID, lingerMs: config.AUDIT_LINGER_MS });
+    const store = new MongoAuditStore(infra.db, {
+      writer: config.INSTANCE_ID,
+      lingerMs: config.AUDIT_LINGER_MS,
+      ...(infra.trust ? { trust: infra.trust } : {}),
+    });
+    const measured = auditMetrics(metrics);
     await store.ensureIndexes();
     const worker = await infra.bus.consume(
       {
@@ -28,13 +33,15 @@ await runService({
         maxAckPending: config.AUDIT_MAX_ACK_PENDING,
         ackWaitMs: config.AUDIT_ACK_WAIT_MS,
         maxDeliver: 100,
+        // Audit acts on nothing: it keeps each event's signature and digest, and /verify checks them.
+        verifySignatures: false,
       },
-      auditHandler({ store, tools: catalogTools(contracts), logger }),
+      auditHandler({ store, tools: catalogTools(contracts), logger, refusals: measured.refusals }),
       (rejection, message) => store.recordRejected(rejection, message),
     );
     const api = auditApi(store, {
       metrics,
-      measured: auditMetrics(metrics),
+      measured,
       ...(config.AUDIT_API_TOKEN === undefined ? {} : { token: config.AUDIT_API_TOKEN }),
     });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });

@@ -89,7 +89,7 @@ function authorized(
 }
 
 function delivery(deliveryCount = 1): Delivery {
-  return { subject: "s", streamSeq: 1, deliveryCount, maxDeliver: -1, working: () => undefined };
+  return { subject: "s", streamSeq: 1, deliveryCount, maxDeliver: -1, working: () => undefined, signature: { header: undefined, digest: "" } };
 }
 
 /** A store whose claim answers are scripted and whose writes are recorded. */

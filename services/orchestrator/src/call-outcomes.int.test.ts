@@ -36,7 +36,14 @@ afterAll(async () => {
   await database.dispose();
 });
 
-const delivery = (deliveryCount: number): Delivery => ({ subject: "s", streamSeq: 1, deliveryCount, maxDeliver: 20, working: () => undefined });
+const delivery = (deliveryCount: number): Delivery => ({
+  subject: "s",
+  streamSeq: 1,
+  deliveryCount,
+  maxDeliver: 20,
+  working: () => undefined,
+  signature: { header: undefined, digest: "" },
+});
 const completedAt = (time: Date) => {
   const callId = newCallId();
   return nextCallEvent(

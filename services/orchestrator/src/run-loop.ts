@@ -102,9 +102,17 @@ export class RunLoop {
       now,
       ...(deps.metrics ? { calls: deps.metrics.calls } : {}),
     });
-    // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery.
+    // An outcome attached by the sweep goes through the terminal consumer's own handler, as a first delivery (the
+    // sweep reads it back with `lastEvent`, which passes on only events their owner signed).
     const attach = (event: ToolgateEvent) =>
-      this.#outcomes.onTerminal(event, { subject: "", streamSeq: 0, deliveryCount: 1, maxDeliver: 1, working: () => undefined });
+      this.#outcomes.onTerminal(event, {
+        subject: "",
+        streamSeq: 0,
+        deliveryCount: 1,
+        maxDeliver: 1,
+        working: () => undefined,
+        signature: { header: undefined, digest: "" },
+      });
     const orphans = new OrphanSweep({
       store,
       scheduler,
@@ -139,7 +147,7 @@ export class RunLoop {
     await Promise.all([
       store.insertRun(run),
       store.claimTurn(run._id, 0, instanceId),
-      bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model, context })),
+      bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model, context, input })),
     ]);
     const active = { run, results: new Map(), calls: [] };
     this.#state.activate(active);
