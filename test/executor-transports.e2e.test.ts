@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
+import { sha256 } from "@toolgate/contracts";
 import { ContractCatalog } from "@toolgate/registry";
 import { CHAOS_HTTP_ORIGIN, MUTABLE_GREET_DEFINITION_HASH, chaosContracts } from "@toolgate/test-toolsets";
 import { callTool, Stack, testInfra, waitFor, waitForCallEvents, settledCallEvents } from "@toolgate/testkit";
@@ -64,7 +65,7 @@ function startFarSide(): Promise<number> {
       const answer = { n: body.arguments.n, effects: far.effects.get(key!) };
       // Applied at once, answered after the client's timeout: the client cannot know.
       if (mode === "slow_applied") setTimeout(() => json(200, answer), 2_500);
-      else json(200, answer);
+      else json(200, answer, { "x-request-id": `far-${body.call_id}` });
     })();
   });
   return new Promise((resolve) => http.listen(0, "127.0.0.1", () => resolve((http.address() as { port: number }).port)));
@@ -143,6 +144,13 @@ describe("an HTTP tool", () => {
     expect(result).toMatchObject({ ok: true, data: { n: 1, effects: 1 } });
     const requests = far.requests.filter((r) => r.body.call_id === callId);
     expect(requests.map((r) => r.key)).toEqual([`chaos_http_write:${runId}:${callId}`]);
+    // The audit chain keeps who answered: the far side's request id and the digest of its raw answer.
+    const completed = (await settledCallEvents(stack, callId)).find((e) => e.type === "completed")!;
+    expect(completed.payload.downstream).toEqual({
+      transport: "http",
+      request_id: `far-${callId}`,
+      raw_output_hash: sha256(JSON.stringify({ n: 1, effects: 1 })),
+    });
   });
 
   it("retries a 503 after its Retry-After with the same key, and the far side applies the effect once", async () => {
@@ -183,8 +191,10 @@ describe("an HTTP tool", () => {
 
 describe("MCP tools", () => {
   it("calls a tool of the official `everything` server over Streamable HTTP", async () => {
-    const { result } = await callTool(stack, "everything_echo", { message: "hello from toolgate" });
+    const { callId, result } = await callTool(stack, "everything_echo", { message: "hello from toolgate" });
     expect(result).toMatchObject({ ok: true, data: { content: [{ type: "text", text: "Echo: hello from toolgate" }] } });
+    const completed = (await settledCallEvents(stack, callId)).find((e) => e.type === "completed")!;
+    expect(completed.payload.downstream).toMatchObject({ transport: "mcp", raw_output_hash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
   });
 
   it("writes through the official `memory` server over stdio, once, and reads it back", async () => {

@@ -7,10 +7,13 @@ export interface ProposedToolCall {
   arguments: string;
 }
 
-/** What a model turn produced, with the tokens the provider reports for it (input plus output), if any. */
+/**
+ * What a model turn produced, with the tokens the provider reports for it (input plus output) and the model
+ * snapshot it says answered (`modelVersion`), if any.
+ */
 export type ModelResponse = (
   { kind: "tool_calls"; calls: ProposedToolCall[]; text?: string } | { kind: "final"; text: string } | { kind: "refusal"; text: string }
-) & { tokens?: number };
+) & { tokens?: number; modelVersion?: string };
 
 /**
  * The conversation as the model sees it. Tool results come back under the model's own call ids; `content`

@@ -85,11 +85,12 @@ function openAIResponses(client: OpenAI, model: string, contracts: ContractSourc
     }
     const response = await client.responses.create({ model, input, tools: exported.tools });
     const tokens = response.usage?.total_tokens ?? 0;
+    const meta = { tokens, ...(response.model ? { modelVersion: response.model } : {}) };
     const calls = parsed("openai-responses", response);
-    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), tokens };
+    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), ...meta };
     const refusal = response.output.flatMap((o) => (o.type === "message" ? o.content : [])).find((c) => c.type === "refusal");
-    if (refusal) return { kind: "refusal", text: refusal.refusal, tokens };
-    return { kind: "final", text: response.output_text, tokens };
+    if (refusal) return { kind: "refusal", text: refusal.refusal, ...meta };
+    return { kind: "final", text: response.output_text, ...meta };
   };
 }
 
@@ -111,12 +112,13 @@ function openAIChat(client: OpenAI, model: string, contracts: ContractSource): M
     }
     const completion = await client.chat.completions.create({ model, messages, tools: exported.tools });
     const tokens = completion.usage?.total_tokens ?? 0;
+    const meta = { tokens, ...(completion.model ? { modelVersion: completion.model } : {}) };
     const calls = parsed("openai-chat", completion);
-    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), tokens };
+    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), ...meta };
     const message = completion.choices[0]?.message;
     if (!message) throw new ModelResponseError("chat completion without a choice");
-    if (message.refusal) return { kind: "refusal", text: message.refusal, tokens };
-    return { kind: "final", text: message.content ?? "", tokens };
+    if (message.refusal) return { kind: "refusal", text: message.refusal, ...meta };
+    return { kind: "final", text: message.content ?? "", ...meta };
   };
 }
 
@@ -143,11 +145,12 @@ function anthropicMessages(client: Anthropic, model: string, maxTokens: number, 
     }
     const message = await client.messages.create({ model, max_tokens: maxTokens, messages, tools: exported.tools });
     const tokens = message.usage.input_tokens + message.usage.output_tokens;
+    const meta = { tokens, ...(message.model ? { modelVersion: message.model } : {}) };
     const calls = parsed("anthropic", message);
-    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), tokens };
+    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), ...meta };
     const text = message.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("");
-    if (message.stop_reason === "refusal") return { kind: "refusal", text, tokens };
-    return { kind: "final", text, tokens };
+    if (message.stop_reason === "refusal") return { kind: "refusal", text, ...meta };
+    return { kind: "final", text, ...meta };
   };
 }
 
@@ -171,11 +174,12 @@ function gemini(client: GoogleGenAI, model: string, contracts: ContractSource): 
     }
     const response = await client.models.generateContent({ model, contents, config: { tools: [{ functionDeclarations: exported.tools }] } });
     const tokens = response.usageMetadata?.totalTokenCount ?? 0;
+    const meta = { tokens, ...(response.modelVersion ? { modelVersion: response.modelVersion } : {}) };
     const calls = parsed("gemini", response);
-    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), tokens };
+    if (calls.length > 0) return { kind: "tool_calls", calls: toolCalls(calls), ...meta };
     const finish = String(response.candidates?.[0]?.finishReason ?? "");
-    if (finish === "SAFETY" || finish === "PROHIBITED_CONTENT") return { kind: "refusal", text: response.text ?? "", tokens };
-    return { kind: "final", text: response.text ?? "", tokens };
+    if (finish === "SAFETY" || finish === "PROHIBITED_CONTENT") return { kind: "refusal", text: response.text ?? "", ...meta };
+    return { kind: "final", text: response.text ?? "", ...meta };
   };
 }
 

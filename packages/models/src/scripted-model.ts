@@ -162,5 +162,6 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
 export function scriptedModel(scenario: string): ModelAdapter | undefined {
   const play = SCENARIOS[scenario];
   if (!play) return undefined;
-  return { name: `scripted:${scenario}`, respond: (transcript) => Promise.resolve(play(transcript)) };
+  // Its "snapshot" is the scenario at this version of the scripts: what an audit trail pins, as a provider's model id.
+  return { name: `scripted:${scenario}`, respond: (transcript) => Promise.resolve({ ...play(transcript), modelVersion: `scripted-${scenario}-1` }) };
 }

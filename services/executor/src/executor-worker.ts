@@ -22,6 +22,7 @@ import type { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorMetrics } from "./metrics.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
+import type { Downstream } from "./run-tool.js";
 import type { UncertainCause } from "./thrown-failure.js";
 import type { ToolInvoker } from "./tool-invoker.js";
 
@@ -122,12 +123,19 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const log = deps.logger;
 
-  async function publishTerminal(origin: CallEventOrigin, result: ResultEnvelope, attempt: number, seq: number, durationMs: number): Promise<void> {
+  async function publishTerminal(
+    origin: CallEventOrigin,
+    result: ResultEnvelope,
+    attempt: number,
+    seq: number,
+    durationMs: number,
+    downstream?: Downstream,
+  ): Promise<void> {
     const at = { ...origin, seq: seq - 1 };
     const event =
       !result.ok && result.error.code === "OUTCOME_UNKNOWN"
         ? nextCallEvent(at, "outcome_unknown", "executor", { result, duration_ms: durationMs }, { attempt })
-        : nextCallEvent(at, "completed", "executor", { result, duration_ms: durationMs }, { attempt });
+        : nextCallEvent(at, "completed", "executor", { result, duration_ms: durationMs, ...(downstream ? { downstream } : {}) }, { attempt });
     await deps.bus.publish(event);
   }
 
@@ -359,7 +367,8 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         return retryLater(`retrying after ${result.error.code}`, decision.delayMs);
       }
     }
-    return finish(event, key, attempt, result, run.durationMs, undefined, startedLanded);
+    const downstream = run.kind === "returned" ? run.answer.downstream : undefined;
+    return finish(event, key, attempt, result, run.durationMs, undefined, startedLanded, downstream);
   }
 
   /**
@@ -428,13 +437,14 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     durationMs: number,
     operationId?: string,
     beforePublish?: () => Promise<void>,
+    downstream?: Downstream,
   ): Promise<Disposition> {
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
       log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
     await beforePublish?.();
-    await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs);
+    await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs, downstream);
     if (!result.ok && result.error.code === "OUTCOME_UNKNOWN") deps.metrics?.unknownOutcomes.inc({ tool: event.payload.decision.tool.name });
     if (operationId !== undefined) await deps.operations.announce(operationId);
     return ACK;

@@ -8,6 +8,21 @@ import type { ShutdownFanout } from "./shutdown-fanout.js";
 export interface ToolAnswer {
   outcome: ToolOutcome;
   evidence?: Record<string, unknown>;
+  /** Who answered: kept in the audit chain with the result (see `completed.downstream`). */
+  downstream?: Downstream;
+}
+
+/** The downstream that answered a call: its transport, its own request id, and a digest of its raw answer. */
+export interface Downstream {
+  transport: "in_process" | "http" | "mcp";
+  request_id?: string;
+  raw_output_hash?: string;
+}
+
+/** A downstream's request id as the audit chain keeps it: printable ASCII, at most 256 characters, or none. */
+export function requestIdOf(value: unknown): string | undefined {
+  const text: unknown = Array.isArray(value) ? (value as unknown[])[0] : value;
+  return typeof text === "string" && /^[\x21-\x7e]{1,256}$/.test(text) ? text : undefined;
 }
 
 /** How one invocation of a tool ended, as far as the executor could observe it. */

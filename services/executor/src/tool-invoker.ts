@@ -97,7 +97,7 @@ export class ToolInvoker {
       case "in_process": {
         const handler = this.#handlers.get(contract.name);
         if (!handler) return { outcome: { ok: false, code: "TOOL_DISABLED", message: `${contract.name} is not available` } };
-        return { outcome: await handler(args, ctx) };
+        return { outcome: await handler(args, ctx), downstream: { transport: "in_process" } };
       }
       case "http":
         if (!this.#deps.http) return { outcome: { ok: false, code: "TOOL_DISABLED", message: `${contract.name} is not available` } };

@@ -122,6 +122,7 @@ export class TurnPlayer {
             turn: run.turn,
             outcome: "tool_calls",
             tool_calls: records.length,
+            ...turnFacts(response),
           }),
         ),
         this.proceed(active),
@@ -144,7 +145,12 @@ export class TurnPlayer {
     // A stop that got there first (a budget swept meanwhile) stands; this answer then ends nothing.
     if (!ended) return;
     await bus.publish(
-      runEvent({ run_id: run._id, principal: run.principal }, "model_responded", "orchestrator", run.turn, { turn: run.turn, outcome: "final", tool_calls: 0 }),
+      runEvent({ run_id: run._id, principal: run.principal }, "model_responded", "orchestrator", run.turn, {
+        turn: run.turn,
+        outcome: "final",
+        tool_calls: 0,
+        ...turnFacts(response),
+      }),
     );
   }
 
@@ -286,4 +292,12 @@ export function runAt(run: RunRecord, turns: readonly TurnRecord[], latest: numb
     usage = usageAfter(usage, t.turn, t.calls, t.tokens);
   }
   return { ...run, turn: latest, responses, usage, tool_calls: usage.tool_calls, awaiting: "model" };
+}
+
+/** What the audit chain keeps of a model turn besides its outcome: the snapshot that answered and its tokens. */
+function turnFacts(response: ModelResponse): { model_version?: string; tokens?: number } {
+  return {
+    ...(response.modelVersion ? { model_version: response.modelVersion.slice(0, 128) } : {}),
+    ...(response.tokens !== undefined ? { tokens: Math.max(0, Math.round(response.tokens)) } : {}),
+  };
 }

@@ -1,7 +1,7 @@
-import { ErrorCodeSchema, isRetryableByDefault, type ErrorCode, type JsonValue } from "@toolgate/contracts";
+import { ErrorCodeSchema, isRetryableByDefault, sha256, type ErrorCode, type JsonValue } from "@toolgate/contracts";
 import { writes, type ToolContext, type ToolContract } from "@toolgate/registry";
 import { Agent, request } from "undici";
-import type { ToolAnswer } from "../run-tool.js";
+import { requestIdOf, type ToolAnswer } from "../run-tool.js";
 
 /** Connection errors raised before a request could reach the far side: nothing can have happened there. */
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
@@ -85,7 +85,10 @@ export class HttpTransport {
       // The far side answered (so it did act) but the body broke off: its outcome is unknown.
       return transportFailure(contract, error, sideEffect, response.statusCode);
     }
-    return interpret(contract, response.statusCode, response.headers, body);
+    const answer = interpret(contract, response.statusCode, response.headers, body);
+    const requestId = requestIdOf(response.headers["x-request-id"]) ?? requestIdOf(response.headers["request-id"]);
+    const rawHash = "text" in body ? sha256(body.text) : undefined;
+    return { ...answer, downstream: { transport: "http", ...(requestId ? { request_id: requestId } : {}), ...(rawHash ? { raw_output_hash: rawHash } : {}) } };
   }
 
   async close(): Promise<void> {

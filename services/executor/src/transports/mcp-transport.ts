@@ -3,11 +3,11 @@ import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotoc
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { JsonValue } from "@toolgate/contracts";
+import { canonicalHash, type JsonValue } from "@toolgate/contracts";
 import { writes, type ToolContext, type ToolContract } from "@toolgate/registry";
 import type { Logger } from "@toolgate/telemetry";
 import type { McpServerConfig } from "../config.js";
-import type { ToolAnswer } from "../run-tool.js";
+import { requestIdOf, type ToolAnswer } from "../run-tool.js";
 import { mcpDefinitionHash } from "@toolgate/registry";
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -176,6 +176,15 @@ export class McpTransport {
       }
       return { outcome: { ok: false, code: "EXECUTION_ERROR", message: `${contract.name} refused the call` }, evidence: { ...evidence, code: error.code } };
     }
+    const meta = result._meta as Record<string, unknown> | undefined;
+    const requestId = requestIdOf(meta?.["io.toolgate/request-id"]) ?? requestIdOf(meta?.request_id);
+    const downstream = { transport: "mcp" as const, ...(requestId ? { request_id: requestId } : {}), raw_output_hash: canonicalHash(result) };
+    return { ...this.#interpret(contract, link.name, result), downstream };
+  }
+
+  /** The tool's answer as an outcome: its structured content, or its content blocks; an error result is evidence. */
+  #interpret(contract: ToolContract, server: string, result: Awaited<ReturnType<Client["callTool"]>>): ToolAnswer {
+    const link = { name: server };
     const content = Array.isArray(result.content) ? (result.content as Record<string, unknown>[]) : [];
     if (result.isError === true) {
       // Tool errors are the server's own text: operators see it, the model only the fact.
