@@ -19,3 +19,4 @@ export { normalizeText, truncateText, DEFAULT_FETCH_MAX_CHARS } from "./text-nor
 export { evidenceId, EvidenceStoreError, type EvidenceStore, type EvidenceRecord, type NewEvidence, type SaveEvidenceResult } from "./evidence-store.js";
 export { MongoEvidenceStore, type MongoEvidenceStoreOptions } from "./mongo-evidence-store.js";
 export { abortableDelay } from "./abortable.js";
+export { ServedResultSchema, servedResultMatches, servingHandler, type ServedResult } from "./served-results.js";

@@ -4,6 +4,7 @@ import type { EvidenceStore } from "./evidence-store.js";
 import { fetchDocumentContract, fetchDocumentHandler } from "./fetch-document.js";
 import { saveEvidenceContract, saveEvidenceHandler } from "./save-evidence.js";
 import { searchSourcesContract, searchSourcesHandler, type CompiledSlowSearch } from "./search-sources.js";
+import { servingHandler, type ServedResult } from "./served-results.js";
 import { DEFAULT_FETCH_MAX_CHARS } from "./text-normalization.js";
 
 /** The contracts of the C04 research tools, usable without a store (the policy service needs only these). */
@@ -18,6 +19,8 @@ export interface SlowSearchFault {
 /** Faults for demos and tests; none is active unless configured. */
 export interface ResearchFaults {
   slowSearch?: SlowSearchFault | undefined;
+  /** Faulty or malicious answers of the read tools, for evaluation (see `ServedResultSchema`). */
+  served?: readonly ServedResult[] | undefined;
 }
 
 /** Dependencies and settings of {@link researchTools}. */
@@ -40,9 +43,10 @@ export function researchTools(options: ResearchToolsOptions): ToolDefinition[] {
     throw new RangeError(`fetchMaxChars must be an integer from 1 to ${DEFAULT_FETCH_MAX_CHARS}`);
   }
   const corpus = loadCorpus(options.corpusDir);
+  const served = options.faults?.served ?? [];
   return [
-    defineTool(searchSourcesContract, searchSourcesHandler(corpus, compileSlowSearch(options.faults?.slowSearch))),
-    defineTool(fetchDocumentContract, fetchDocumentHandler(corpus, maxChars)),
+    defineTool(searchSourcesContract, servingHandler("search_sources", served, searchSourcesHandler(corpus, compileSlowSearch(options.faults?.slowSearch)))),
+    defineTool(fetchDocumentContract, servingHandler("fetch_document", served, fetchDocumentHandler(corpus, maxChars))),
     defineTool(saveEvidenceContract, saveEvidenceHandler(options.evidence)),
   ];
 }

@@ -1,9 +1,12 @@
 import { baseEnvShape, jsonEnv, listEnv, parseEnv } from "@toolgate/service-runtime";
+import { ServedResultSchema } from "@toolgate/research-tools";
 import { ToolsetNameSchema } from "@toolgate/toolsets";
 import { z } from "zod";
 
 const FaultsSchema = z.object({
   slowSearch: z.object({ pattern: z.string().min(1).max(256), delayMs: z.number().int().min(0).max(600_000) }).optional(),
+  /** Faulty or malicious answers of the research read tools, for `toolgate eval` (the dataset's `served` results). */
+  served: z.array(ServedResultSchema).max(1_000).optional(),
 });
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
