@@ -1,4 +1,5 @@
 import type { JsonValue, ResultEnvelope } from "@toolgate/contracts";
+import { evalModelRespond } from "./eval-models.js";
 import type { ModelAdapter, ModelResponse, TranscriptItem } from "./model.js";
 
 /** A scripted model's whole behaviour: the next response for a transcript. */
@@ -156,6 +157,9 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   "c04-invalid-limit": singleSearch({ query: C04_QUERY, source_type: "official", limit: 50 }),
   "c04-timeout": singleSearch({ query: "slow backend probe for agent state", source_type: "any", limit: 3 }),
   "c04-no-match": singleSearch({ query: "quantum sourdough zeppelin", source_type: "official", limit: 3 }),
+  // The evaluation's models (see eval-models.ts): they plan from the request, and one falls for injections.
+  careful: (transcript) => evalModelRespond("careful", transcript),
+  naive: (transcript) => evalModelRespond("naive", transcript),
 };
 
 /** A deterministic model for tests and the demo: its choices depend only on the transcript. */
