@@ -1,0 +1,53 @@
+export {
+  TASK_CLASSES,
+  TaskClassSchema,
+  ArgumentMatcherSchema,
+  ActionSchema,
+  SampleSchema,
+  DatasetSchema,
+  DatasetError,
+  RESEARCH_DATASET_PATH,
+  parseDataset,
+  loadDataset,
+  servedResults,
+  withTask,
+  type TaskClass,
+  type ArgumentMatcher,
+  type Action,
+  type Sample,
+  type Dataset,
+} from "./dataset.js";
+export {
+  scoreSample,
+  actionMatches,
+  argumentMatches,
+  type ObservedCall,
+  type ObservedEvidence,
+  type Observation,
+  type Ratio,
+  type SampleScore,
+} from "./scoring.js";
+export {
+  METRICS,
+  aggregate,
+  groupReport,
+  formatTable,
+  type EvaluationReport,
+  type GroupReport,
+  type MetricKey,
+  type MetricOwner,
+  type Spread,
+} from "./report.js";
+export { runEvaluation, openToolsDb, EvaluationError, type EvaluationTargets, type EvaluationOptions, type ServiceTarget } from "./runner.js";
+export {
+  replayProposals,
+  parseReplayInput,
+  proposalsFromTrail,
+  formatReplay,
+  RecordedProposalSchema,
+  ReplayInputError,
+  type RecordedProposal,
+  type ReplayOutcome,
+  type ReplayedProposal,
+  type ReplayReport,
+} from "./replay.js";
