@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { generateNatsIdentities, natsAuthorizationConfig, natsIdentitiesFromSeeds, parseNatsSeeds, type NatsIdentity } from "@toolgate/bus";
 import { CallIdSchema, RunIdSchema, type ToolgateEvent } from "@toolgate/contracts";
 import { CliError } from "./cli-error.js";
+import { evalFaults, evalReplay, evalRun } from "./eval-commands.js";
 import { parseCommandLine, usage, UsageError } from "./command-line.js";
 import { callStatus, describeRun, startRunBody, type CallView, type PendingState, type RunView } from "./run-view.js";
 import { describeEvent, tail } from "./tail.js";
@@ -244,6 +245,12 @@ async function main(): Promise<void> {
       });
     case "nats-auth":
       return natsAuth();
+    case "eval faults":
+      return console.log(evalFaults(id));
+    case "eval replay":
+      return evalReplay(flags, env, print);
+    case "eval":
+      return evalRun(id, flags, env, print);
   }
 }
 
