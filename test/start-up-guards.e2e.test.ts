@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
 import { promisify } from "node:util";
 import { REPO_ROOT, ServiceProcess, testInfra, uniqueName } from "@toolgate/testkit";
 import { describe, expect, it } from "vitest";
@@ -9,9 +10,12 @@ const run = promisify(execFile);
 // guard in TOOLGATE_UNSAFE_ALLOW it warns and starts. The audit service stands for all four (they share
 // connectInfrastructure and runService).
 
+const TRUSTED = `policy:${generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("base64")}`;
+
 function env(overrides: Record<string, string> = {}): Record<string, string> {
   const prefix = uniqueName("guard").toLowerCase();
   return {
+    EVENT_TRUSTED_KEYS: TRUSTED,
     NATS_URL: testInfra().natsUrl,
     MONGO_URL: testInfra().mongoUrl,
     MONGO_DB: `${prefix}_audit`,
@@ -58,6 +62,15 @@ describe("a service meeting an unsafe setting", () => {
     } finally {
       await audit.stop();
     }
+  });
+
+  it("exits 1 without the keys events are checked with, naming the variable", async () => {
+    const message = await ServiceProcess.start("audit", env({ EVENT_TRUSTED_KEYS: "" })).then(
+      () => "started",
+      (error: Error) => error.message,
+    );
+    expect(message).toMatch(/^audit exited \(1\) before ready:/);
+    expect(message).toMatch(/"guard":"unsigned-events","setting":"EVENT_TRUSTED_KEYS".*"msg":"refusing to start: EVENT_TRUSTED_KEYS is not set/);
   });
 });
 
