@@ -236,6 +236,18 @@ export class Stack {
     };
   }
 
+  /**
+   * Every secret this stack hands its services (API keys, event and decision signing keys, NATS seeds), for a
+   * test that checks none of them ever appears in what the services print, publish or store.
+   */
+  secrets(): string[] {
+    const keys = Object.values(this.#serviceEnv).flatMap((env) => [env.EVENT_SIGNING_KEY, env.POLICY_SIGNING_KEY]);
+    const pem = (text: string) => text.replace(/-----[A-Z ]+-----/g, "").replace(/\s+/g, "");
+    return [...Object.values(this.apiKeys), ...Object.values(this.#natsSeeds), ...keys]
+      .filter((v): v is string => typeof v === "string" && v.length > 0)
+      .map((v) => (v.includes("BEGIN") ? pem(v) : v));
+  }
+
   /** The `Toolgate-Signature` header value of `service` for a message of exactly these bytes. */
   signatureFor(service: SigningService, data: Uint8Array | string): string {
     return this.eventSigners[service].sign(messageDigest(typeof data === "string" ? new TextEncoder().encode(data) : data));
