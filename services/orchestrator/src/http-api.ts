@@ -1,7 +1,7 @@
-import { CallIdSchema, newRunId, RunIdSchema, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
+import { newRunId, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
 import type { RequestKeyRecord } from "@toolgate/storage";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { z } from "zod";
+import { hasZodFastifySchemaValidationErrors, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Budgets } from "./budgets.js";
 import type { CallWaiters } from "./call-waiters.js";
 import type { RunWaiters } from "./run-waiters.js";
@@ -10,9 +10,33 @@ import type { McpFrontDoor } from "./mcp-front-door.js";
 import type { Logger, ServiceMetrics } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
-import { StartRunSchema, SubmitCallsSchema, SubmitProviderResponseSchema, WaitQuerySchema } from "./api-schemas.js";
+import {
+  CallParamsSchema,
+  CallViewSchema,
+  ErrorBodySchema,
+  HealthSchema,
+  IdempotencyHeadersSchema,
+  JsonRpcErrorSchema,
+  NotReadySchema,
+  ProviderParamsSchema,
+  ProviderPendingSchema,
+  ProviderResultsQuerySchema,
+  ProviderResultsSchema,
+  ReadySchema,
+  RunParamsSchema,
+  RunStartedSchema,
+  RunViewSchema,
+  StartRunSchema,
+  SubmitCallsSchema,
+  SubmittedCallsSchema,
+  SubmitProviderResponseSchema,
+  ToolsQuerySchema,
+  ToolsSchema,
+  WaitQuerySchema,
+} from "./api-schemas.js";
 import { exportTools, formatResults, parseToolCalls, PROVIDERS, type ParsedToolCall, type ProviderName } from "@toolgate/providers";
-import { openApiDocument } from "./openapi.js";
+import { noBody, registerOpenApi, response, responseSerializerCompiler, ResponseContractError, RETRY_AFTER } from "./openapi.js";
+import { z } from "zod";
 import { provenanceOf } from "./transcript.js";
 import { jsonDepth, MAX_ARGUMENT_DEPTH, type ToolRegistry } from "@toolgate/registry";
 import type { HostSubmission } from "./host-calls.js";
@@ -27,6 +51,8 @@ declare module "fastify" {
     principal?: Principal;
     /** The place of a request that creates work (see {@link Admission}). */
     admission?: AdmissionTicket;
+    /** The body as sent, before its schema applied defaults and transforms: what an Idempotency-Key's fingerprint covers. */
+    sentBody?: unknown;
   }
 }
 
@@ -49,12 +75,31 @@ function apiError(reply: FastifyReply, status: number, code: string, message: st
   return reply.code(status).send({ error: { code, message, ...(details === undefined ? {} : { details }) } });
 }
 
-function isProvider(name: string): name is ProviderName {
-  return (PROVIDERS as readonly string[]).includes(name);
-}
+/**
+ * How a route refuses a request its schemas do not allow: 400 INVALID_REQUEST with the route's message and the
+ * first issues; an unknown provider is 404 UNKNOWN_PROVIDER, a malformed Idempotency-Key 400 INVALID_IDEMPOTENCY_KEY.
+ */
+const REFUSALS: Record<string, string> = {
+  "POST /v1/runs": "invalid run request",
+  "GET /v1/runs/:run_id": "expected a run id and an optional wait_ms",
+  "POST /v1/runs/:run_id/cancel": "expected a run id",
+  "POST /v1/tool-calls": "invalid tool-call submission",
+  "GET /v1/tool-calls/:call_id": "expected a call id and wait_ms from 0 to 60000",
+  "GET /v1/tools": `format must be one of ${PROVIDERS.join(", ")}`,
+  "POST /v1/providers/:provider/tool-calls": "invalid submission",
+  "GET /v1/providers/:provider/results": "call_ids must list 1 to 64 call ids",
+};
 
-function issues(error: z.ZodError) {
-  return error.issues.slice(0, 10).map((i) => ({ pointer: `/${i.path.join("/")}`, message: i.message }));
+function validationRefusal(
+  route: string,
+  where: string | undefined,
+  validation: readonly { instancePath: string; message?: string }[],
+): { status: number; code: string; message: string; details?: unknown } {
+  if (where === "params" && route.includes(":provider"))
+    return { status: 404, code: "UNKNOWN_PROVIDER", message: `provider must be one of ${PROVIDERS.join(", ")}` };
+  if (where === "headers") return { status: 400, code: "INVALID_IDEMPOTENCY_KEY", message: "the Idempotency-Key header is malformed" };
+  const details = validation.slice(0, 10).map((i) => ({ pointer: i.instancePath, message: i.message ?? "invalid" }));
+  return { status: 400, code: "INVALID_REQUEST", message: REFUSALS[route] ?? "invalid request", details };
 }
 
 function stripUndefined(budgets: Partial<Record<keyof Budgets, number | undefined>>): Partial<Budgets> {
@@ -79,7 +124,7 @@ function isToolsCall(body: unknown): boolean {
 }
 
 /** The public API: managed runs and bring-your-own-loop tool calls, authenticated by API key. */
-export function orchestratorApi(deps: {
+export async function orchestratorApi(deps: {
   loop: RunLoop;
   store: RunStore;
   waiters: CallWaiters;
@@ -97,8 +142,13 @@ export function orchestratorApi(deps: {
   /** Served at `GET /metrics` (no API credentials: see `METRICS_TOKEN`). */
   metrics: ServiceMetrics;
   logger: Logger;
-}): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
+}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 }).withTypeProvider<ZodTypeProvider>();
+  // Requests are parsed by their routes' zod schemas (once: handlers get the parsed values); responses are
+  // checked by the JSON Schema the document shows, compiled once (see responseSerializerCompiler).
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(responseSerializerCompiler);
+  await registerOpenApi(app);
   // Fastify's own JSON parser (prototype-poisoning checks included), once the body's depth has been checked.
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
@@ -173,7 +223,24 @@ export function orchestratorApi(deps: {
   app.addHook("onResponse", giveBack);
   app.addHook("onRequestAbort", (request, done) => giveBack(request, undefined, done));
 
-  app.setErrorHandler(async (error: { statusCode?: number }, request, reply) => {
+  // The body as sent, for the fingerprint of an Idempotency-Key (validation replaces it by its parsed value).
+  app.addHook("preValidation", (request, _reply, done) => {
+    request.sentBody = request.body;
+    done();
+  });
+
+  app.setNotFoundHandler((request, reply) => apiError(reply, 404, "NOT_FOUND", `no route ${request.method} ${request.url.split("?")[0]}`));
+
+  app.setErrorHandler(async (error: { statusCode?: number; validationContext?: string }, request, reply) => {
+    if (hasZodFastifySchemaValidationErrors(error)) {
+      const refusal = validationRefusal(`${request.method} ${request.routeOptions.url ?? ""}`, error.validationContext, error.validation);
+      return apiError(reply, refusal.status, refusal.code, refusal.message, refusal.details);
+    }
+    if (error instanceof ResponseContractError) {
+      // A bug of ours: the response is withheld rather than sent unlike its documentation.
+      deps.logger.error({ err: error, route: error.route, status: error.status, violations: error.violations }, "response does not match its schema");
+      return apiError(reply, 500, "INTERNAL", "the orchestrator could not complete the request");
+    }
     if (error instanceof BodyTooDeepError) {
       deps.logger.info({ method: request.method, url: request.url, max_depth: MAX_BODY_DEPTH }, "request refused: JSON nested too deep");
       return apiError(reply, 400, "INVALID_REQUEST", error.message, { max_depth: MAX_BODY_DEPTH });
@@ -192,7 +259,7 @@ export function orchestratorApi(deps: {
   });
 
   /** A refusal of the run loop as the API answers it, or undefined for any other failure. */
-  const requestErrorAnswer = (error: unknown): { status: number; body: unknown } | undefined => {
+  const requestErrorAnswer = (error: unknown): { status: number; body: z.output<typeof ErrorBodySchema> } | undefined => {
     if (error instanceof RunRequestError)
       return { status: error.code === "RUN_NOT_FOUND" ? 404 : 400, body: { error: { code: error.code, message: error.message } } };
     if (error instanceof HostCallConflictError) {
@@ -220,7 +287,7 @@ export function orchestratorApi(deps: {
         scope: principalScope(request.principal!),
         key: parsed.key,
         route,
-        fingerprint: requestFingerprint(route, request.body),
+        fingerprint: requestFingerprint(route, request.sentBody),
         ...(pin === undefined ? {} : { runId: pin }),
       },
       deadlineMs,
@@ -355,36 +422,130 @@ export function orchestratorApi(deps: {
           provider_call_id: c.provider_call_id,
           tool: c.tool_name,
           turn: c.turn,
-          status: r ? r.terminal : "pending",
+          status: r ? r.terminal : ("pending" as const),
           ...(r ? { result: r.result } : {}),
         };
       }),
     };
   };
 
-  app.get("/healthz", () => Promise.resolve({ ok: true }));
+  // The answers routes share besides their own.
+  const error = (description: string, headers?: typeof RETRY_AFTER) => response(description, ErrorBodySchema, headers);
+  const unauthenticated = { 401: error("UNAUTHENTICATED: a missing, unknown or expired API key or token") };
+  const failed = { 500: error("INTERNAL: the orchestrator could not complete the request (a bug: see its log)") };
+  const unavailableAnswer = {
+    503: error(
+      "UNAVAILABLE: the database (or for new work NATS) is unavailable, answered within ORCHESTRATOR_UNAVAILABLE_AFTER_MS; retry after Retry-After seconds",
+      RETRY_AFTER,
+    ),
+  };
+  const reads = { ...unauthenticated, ...failed, ...unavailableAnswer };
+  const bodyRefusals = {
+    413: error("INVALID_REQUEST: the body is larger than 1 MiB"),
+    415: error("INVALID_REQUEST: the body is not application/json"),
+  };
+  /** The answers every endpoint that creates work may give besides its own. */
+  const work = {
+    ...reads,
+    ...bodyRefusals,
+    409: error(
+      "IDEMPOTENCY_KEY_IN_FLIGHT: the first request with this Idempotency-Key is still creating its work; retry after Retry-After seconds",
+      RETRY_AFTER,
+    ),
+    422: error(
+      "IDEMPOTENCY_KEY_REUSED: the key was used for another request; PROVIDER_CALL_ID_CONFLICT: a provider call id of this run was used for another tool or other arguments",
+    ),
+    503: error(
+      "UNAVAILABLE: NATS or the database is unavailable (answered within ORCHESTRATOR_UNAVAILABLE_AFTER_MS), or the orchestrator is starting as much work as it can take; retry after Retry-After seconds, with the same Idempotency-Key",
+      RETRY_AFTER,
+    ),
+  };
+
+  app.get(
+    "/healthz",
+    { schema: { summary: "Liveness: the process serves HTTP. No credentials.", security: [], response: { 200: response("alive", HealthSchema) } } },
+    () => Promise.resolve({ ok: true as const }),
+  );
   // Ready while NATS and the database are reachable: a load balancer sends work elsewhere meanwhile.
-  app.get("/readyz", async (_request, reply) => {
-    const down = deps.availability.unavailable();
-    // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials. `waiting`:
-    // the requests waiting for it to come back (each up to the deadline).
-    if (down.length > 0)
-      return reply
-        .code(503)
-        .header("retry-after", String(retryAfterS))
-        .send({ ready: false, unavailable: down.map((d) => d.dependency), waiting: deps.availability.waiting });
-    return { ready: true };
-  });
-  app.get("/openapi.json", () => Promise.resolve(openApiDocument()));
-  app.get("/metrics", async (request, reply) => {
-    const scraped = await deps.metrics.scrape(request.headers.authorization);
-    return reply.code(scraped.status).type(scraped.contentType).send(scraped.body);
-  });
+  app.get(
+    "/readyz",
+    {
+      schema: {
+        summary: "Readiness: 200 while NATS and the database are reachable, 503 (with the unavailable dependencies and Retry-After) otherwise. No credentials.",
+        security: [],
+        response: { 200: response("ready", ReadySchema), 503: response("not ready", NotReadySchema, RETRY_AFTER), ...failed },
+      },
+    },
+    async (_request, reply) => {
+      const down = deps.availability.unavailable();
+      // Which dependency, not why: the reasons are in the log, and this endpoint needs no credentials. `waiting`:
+      // the requests waiting for it to come back (each up to the deadline).
+      if (down.length > 0)
+        return reply
+          .code(503)
+          .header("retry-after", String(retryAfterS))
+          .send({ ready: false, unavailable: down.map((d) => d.dependency), waiting: deps.availability.waiting });
+      return { ready: true as const };
+    },
+  );
+  app.get(
+    "/openapi.json",
+    {
+      schema: {
+        summary: "This document (OpenAPI 3.1), generated from the schemas the routes validate with. No credentials.",
+        security: [],
+        response: { 200: response("the OpenAPI document", z.record(z.string(), z.unknown())) },
+      },
+    },
+    () => Promise.resolve(app.swagger() as unknown as Record<string, unknown>),
+  );
+  app.get(
+    "/metrics",
+    {
+      schema: {
+        summary: "Prometheus metrics. No API credentials: when METRICS_TOKEN is set, `Authorization: Bearer <METRICS_TOKEN>`.",
+        security: [],
+        response: {
+          200: { description: "the exposition text", content: { "text/plain": { schema: z.string() } } },
+          401: { description: "METRICS_TOKEN is set and was not given", content: { "text/plain": { schema: z.string() } } },
+        },
+      },
+    },
+    async (request, reply) => {
+      const scraped = await deps.metrics.scrape(request.headers.authorization);
+      return reply.code(scraped.status).type(scraped.contentType).send(scraped.body);
+    },
+  );
 
   // The MCP front door: the SDK's transport writes the response itself.
+  const mcpRefusals = {
+    400: response("a body that is not a JSON-RPC message, a batch too large, or an unsupported MCP-Protocol-Version", JsonRpcErrorSchema),
+    ...unauthenticated,
+    406: response("the Accept header does not allow application/json and text/event-stream", JsonRpcErrorSchema),
+    ...failed,
+  };
   app.route({
     method: ["GET", "POST", "DELETE"],
     url: "/mcp",
+    schema: {
+      summary:
+        'MCP front door (Streamable HTTP, stateless): tools/list and tools/call over the registry, with every check in the path. POST carries JSON-RPC messages; GET opens an event stream (stateless: it sends no events); DELETE ends nothing (there are no sessions). A tools/call with params._meta["toolgate/idempotency-key"] is the same call when retried (JSON-RPC errors with data.code IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_FLIGHT, UNAVAILABLE).',
+      response: {
+        200: {
+          description: "POST: the JSON-RPC response (or an array of them for a batch); GET: an event stream; DELETE: no body",
+          content: {
+            "application/json": { schema: z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))]) },
+            "text/event-stream": { schema: z.string() },
+          },
+        },
+        202: noBody("POST of notifications or responses only: accepted"),
+        ...mcpRefusals,
+        405: response("a method the transport does not serve", JsonRpcErrorSchema),
+        413: response("the body is larger than the transport accepts", JsonRpcErrorSchema),
+        415: response("POST without Content-Type: application/json", JsonRpcErrorSchema),
+        503: response("UNAVAILABLE: a tools/call while NATS or the database is down, or while the orchestrator is at capacity", ErrorBodySchema, RETRY_AFTER),
+      },
+    },
     handler: async (request, reply) => {
       reply.hijack();
       try {
@@ -403,98 +564,147 @@ export function orchestratorApi(deps: {
   });
 
   // What the model may use: as Toolgate knows it (contract version and hash included), or in a provider's format.
-  app.get<{ Querystring: { format?: string } }>("/v1/tools", async (request, reply) => {
-    const format = request.query.format;
-    if (format !== undefined) {
-      if (!isProvider(format)) return apiError(reply, 400, "INVALID_REQUEST", `format must be one of ${PROVIDERS.join(", ")}`);
-      const exported = exportTools(
-        format,
-        deps.contracts
+  app.get(
+    "/v1/tools",
+    {
+      schema: {
+        summary: "The tools a model may use, with contract version and hash; with ?format=<provider>, in that provider's tool-definition format.",
+        querystring: ToolsQuerySchema,
+        response: { 200: response("the registry", ToolsSchema), 400: error("INVALID_REQUEST: an unknown format"), ...unauthenticated, ...failed },
+      },
+    },
+    async (request, reply) => {
+      const format = request.query.format;
+      if (format !== undefined) {
+        const exported = exportTools(
+          format,
+          deps.contracts
+            .registry()
+            .list()
+            .map((t) => t.contract),
+        );
+        if (!exported.ok) {
+          deps.logger.error({ err: exported.error, format, status: 500 }, "tools could not be exported");
+          return apiError(reply, 500, "INTERNAL", exported.error.message);
+        }
+        const formatted: z.output<typeof ToolsSchema> = { format, tools: exported.tools, notes: exported.notes };
+        return formatted;
+      }
+      const registry: z.output<typeof ToolsSchema> = {
+        tools: deps.contracts
           .registry()
           .list()
-          .map((t) => t.contract),
-      );
-      if (!exported.ok) {
-        deps.logger.error({ err: exported.error, format, status: 500 }, "tools could not be exported");
-        return apiError(reply, 500, "INTERNAL", exported.error.message);
-      }
-      return { format, tools: exported.tools, notes: exported.notes };
-    }
-    return {
-      tools: deps.contracts
-        .registry()
-        .list()
-        .filter((t) => t.contract.enabled)
-        .map(({ contract, hash, inputSchema, untrustedOutput }) => ({
-          name: contract.name,
-          version: contract.version,
-          hash,
-          description: contract.description,
-          // As enforced: what the arguments may hold, unknown fields refused.
-          input_schema: inputSchema,
-          output_schema: contract.output_schema,
-          side_effect: contract.side_effect,
-          risk: contract.risk,
-          untrusted_output: untrustedOutput,
-        })),
-    };
-  });
+          .filter((t) => t.contract.enabled)
+          .map(({ contract, hash, inputSchema, untrustedOutput }) => ({
+            name: contract.name,
+            version: contract.version,
+            hash,
+            description: contract.description,
+            // As enforced: what the arguments may hold, unknown fields refused.
+            input_schema: inputSchema,
+            output_schema: contract.output_schema,
+            side_effect: contract.side_effect,
+            risk: contract.risk,
+            untrusted_output: untrustedOutput,
+          })),
+      };
+      return registry;
+    },
+  );
 
   // Bring your own loop in the provider's own dialect: its model response in, its tool results out.
-  app.post<{ Params: { provider: string } }>("/v1/providers/:provider/tool-calls", async (request, reply) => {
-    const provider = request.params.provider;
-    if (!isProvider(provider)) return apiError(reply, 404, "UNKNOWN_PROVIDER", `provider must be one of ${PROVIDERS.join(", ")}`);
-    const body = SubmitProviderResponseSchema.safeParse(request.body);
-    if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid submission", issues(body.error));
-    const parsed = parseToolCalls(provider, body.data.response);
-    if (!parsed.ok)
-      return apiError(reply, 400, parsed.error.code, parsed.error.message, parsed.error.pointer === undefined ? undefined : { pointer: parsed.error.pointer });
-    if (parsed.calls.length === 0) return apiError(reply, 400, "NO_TOOL_CALLS", "the response proposes no tool calls");
-    const claimed = await claimKey(request, reply, `POST /v1/providers/${provider}/tool-calls`, body.data.run_id ? undefined : newRunId());
-    if ("answered" in claimed) return claimed.answered;
-    const { decision } = claimed;
-    if (decision?.kind === "replay") {
-      const { run_id, call_ids } = decision.record;
-      if (!run_id || !call_ids) return replayStored(reply, decision.record);
-      request.admission?.release();
-      return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.data.wait_ms));
-    }
-    const record = decision?.kind === "execute" ? decision.record : undefined;
-    const outcome = await submitHostCalls(
-      request,
-      reply,
-      {
-        ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-        ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
-        context: body.data.context,
-        calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
+  app.post(
+    "/v1/providers/:provider/tool-calls",
+    {
+      schema: {
+        summary:
+          "Bring your own loop in the provider's dialect: post its model response, get its tool results once every call has ended (202 with what is pending, e.g. awaiting approval).",
+        params: ProviderParamsSchema,
+        headers: IdempotencyHeadersSchema,
+        body: SubmitProviderResponseSchema,
+        response: {
+          200: response("every call ended: provider-native results", ProviderResultsSchema),
+          202: response("calls still running or awaiting approval", ProviderPendingSchema),
+          400: error(
+            "INVALID_REQUEST, a malformed Idempotency-Key (INVALID_IDEMPOTENCY_KEY), a response the provider's parser refuses (its code and pointer), NO_TOOL_CALLS, or a run the caller may not add to",
+          ),
+          404: error("UNKNOWN_PROVIDER, or RUN_NOT_FOUND: no such run (or not yours)"),
+          ...work,
+        },
       },
-      record,
-    );
-    if ("answered" in outcome) return outcome.answered;
-    request.admission?.release();
-    const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
-    return providerResults(reply, provider, outcome.submitted.runId, parsed.calls, outcome.submitted.callIds, results);
-  });
+    },
+    async (request, reply) => {
+      const provider = request.params.provider;
+      const body = { data: request.body };
+      const parsed = parseToolCalls(provider, body.data.response);
+      if (!parsed.ok)
+        return apiError(
+          reply,
+          400,
+          parsed.error.code,
+          parsed.error.message,
+          parsed.error.pointer === undefined ? undefined : { pointer: parsed.error.pointer },
+        );
+      if (parsed.calls.length === 0) return apiError(reply, 400, "NO_TOOL_CALLS", "the response proposes no tool calls");
+      const claimed = await claimKey(request, reply, `POST /v1/providers/${provider}/tool-calls`, body.data.run_id ? undefined : newRunId());
+      if ("answered" in claimed) return claimed.answered;
+      const { decision } = claimed;
+      if (decision?.kind === "replay") {
+        const { run_id, call_ids } = decision.record;
+        if (!run_id || !call_ids) return replayStored(reply, decision.record);
+        request.admission?.release();
+        return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.data.wait_ms));
+      }
+      const record = decision?.kind === "execute" ? decision.record : undefined;
+      const outcome = await submitHostCalls(
+        request,
+        reply,
+        {
+          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
+          ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+          context: body.data.context,
+          calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
+        },
+        record,
+      );
+      if ("answered" in outcome) return outcome.answered;
+      request.admission?.release();
+      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+      return providerResults(reply, provider, outcome.submitted.runId, parsed.calls, outcome.submitted.callIds, results);
+    },
+  );
 
   // Later reads of the same calls, in the provider's format, once every one has ended.
-  app.get<{ Params: { provider: string }; Querystring: { call_ids?: string; wait_ms?: string } }>("/v1/providers/:provider/results", async (request, reply) => {
-    const provider = request.params.provider;
-    if (!isProvider(provider)) return apiError(reply, 404, "UNKNOWN_PROVIDER", `provider must be one of ${PROVIDERS.join(", ")}`);
-    const ids = (request.query.call_ids ?? "").split(",").filter(Boolean);
-    const query = WaitQuerySchema.safeParse({ wait_ms: request.query.wait_ms });
-    if (ids.length === 0 || ids.length > 64 || !ids.every((id) => CallIdSchema.safeParse(id).success) || !query.success) {
-      return apiError(reply, 400, "INVALID_REQUEST", "call_ids must list 1 to 64 call ids");
-    }
-    const calls = await Promise.all(ids.map(async (id) => (await deps.loop.findCall(id)) ?? null));
-    const runIds = new Set(calls.map((c) => c?.run_id));
-    const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
-    if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
-    // Calls that ended before this request are read first: only the others are waited for.
-    const results = await deps.waiters.register(ids, { storedFirst: true }).wait(query.data.wait_ms);
-    const parsedCalls = calls.map((c) => ({ id: c!.provider_call_id, name: c!.tool_name, argumentsJson: c!.arguments_json }));
-    return providerResults(reply, provider, run._id, parsedCalls, ids, results);
-  });
+  app.get(
+    "/v1/providers/:provider/results",
+    {
+      schema: {
+        summary: "Provider-native results of earlier calls, once every one has ended; waits up to wait_ms only for the calls still running.",
+        params: ProviderParamsSchema,
+        querystring: ProviderResultsQuerySchema,
+        response: {
+          200: response("every call ended: provider-native results", ProviderResultsSchema),
+          202: response("calls still running or awaiting approval", ProviderPendingSchema),
+          400: error("INVALID_REQUEST: call_ids must list 1 to 64 call ids, wait_ms 0 to 60000"),
+          404: error("UNKNOWN_PROVIDER, or CALL_NOT_FOUND: no such calls in one run of yours"),
+          ...reads,
+        },
+      },
+    },
+    async (request, reply) => {
+      const provider = request.params.provider;
+      const ids = request.query.call_ids;
+      const query = { data: request.query };
+      const calls = await Promise.all(ids.map(async (id) => (await deps.loop.findCall(id)) ?? null));
+      const runIds = new Set(calls.map((c) => c?.run_id));
+      const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
+      if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
+      // Calls that ended before this request are read first: only the others are waited for.
+      const results = await deps.waiters.register(ids, { storedFirst: true }).wait(query.data.wait_ms);
+      const parsedCalls = calls.map((c) => ({ id: c!.provider_call_id, name: c!.tool_name, argumentsJson: c!.arguments_json }));
+      return providerResults(reply, provider, run._id, parsedCalls, ids, results);
+    },
+  );
 
   /** 200 with the provider-native results when every call ended; 202 with what is still pending otherwise. */
   async function providerResults(
@@ -523,134 +733,215 @@ export function orchestratorApi(deps: {
     return reply.code(200).send({ run_id: runId, complete: true, calls: mapping, results: formatted.output });
   }
 
-  app.post("/v1/runs", async (request, reply) => {
-    const body = StartRunSchema.safeParse(request.body);
-    if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid run request", issues(body.error));
-    const unsafe = unsafeRunRequest(body.data);
-    if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
-    const claimed = await claimKey(request, reply, "POST /v1/runs");
-    if ("answered" in claimed) return claimed.answered;
-    const { decision } = claimed;
-    if (decision?.kind === "replay") return replayStored(reply, decision.record);
-    const record = decision?.kind === "execute" ? decision.record : undefined;
-    // The run id is minted by the loop: a claim whose owner died before storing its answer is taken over by a
-    // retry, which starts a run of its own (the window is the few milliseconds of the start's writes); an owner
-    // that is only slow holds its claim.
-    const work = (async () => {
-      const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
-      if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
-      return runId;
-    })();
-    request.admission?.hold(work);
-    if (record) deps.idempotency.hold(record, work);
-    if (record)
-      work.catch((error: unknown) => {
-        const answer = requestErrorAnswer(error);
-        if (!answer) return void deps.idempotency.fail(record);
-        deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
-      });
-    try {
-      const runId = await withDeadline(work, deadlineMs, "starting the run");
-      return reply.code(202).send({ run_id: runId });
-    } catch (error) {
-      const answer = requestErrorAnswer(error);
-      if (answer) return reply.code(answer.status).send(answer.body);
-      throw error;
-    }
-  });
-
-  app.get<{ Params: { runId: string } }>("/v1/runs/:runId", async (request, reply) => {
-    const id = RunIdSchema.safeParse(request.params.runId);
-    const query = WaitQuerySchema.safeParse(request.query);
-    if (!id.success || !query.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a run id and an optional wait_ms");
-    let run = await deps.store.getRun(id.data);
-    // A denial and a missing run look the same: existence is not revealed to other principals.
-    if (!owns(request, run)) return apiError(reply, 404, "RUN_NOT_FOUND", "no such run");
-    if (run.status === "running" && query.data.wait_ms > 0) {
-      const ended = await deps.runWaiters.until(id.data, query.data.wait_ms, async () => {
-        const now = await deps.store.getRun(id.data);
-        return now && now.status !== "running" ? now : undefined;
-      });
-      run = ended ?? (await deps.store.getRun(id.data)) ?? run;
-    }
-    return runView(run);
-  });
-
-  app.post<{ Params: { runId: string } }>("/v1/runs/:runId/cancel", async (request, reply) => {
-    const id = RunIdSchema.safeParse(request.params.runId);
-    if (!id.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a run id");
-    try {
-      const cancelled = await deps.loop.cancelRun(request.principal!, id.data);
-      const run = (await deps.store.getRun(id.data))!;
-      if (!cancelled) return apiError(reply, 409, "RUN_ENDED", `the run already ended (${run.stop_reason ?? run.status})`);
-      return await runView(run);
-    } catch (error) {
-      if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 409, error.code, error.message);
-      throw error;
-    }
-  });
-
-  app.post("/v1/tool-calls", async (request, reply) => {
-    const body = SubmitCallsSchema.safeParse(request.body);
-    if (!body.success) return apiError(reply, 400, "INVALID_REQUEST", "invalid tool-call submission", issues(body.error));
-    const unsafe = unsafeCalls(body.data.calls);
-    if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
-    const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
-      reply.code(results.size === callIds.length ? 200 : 202).send({
-        run_id: runId,
-        results: callIds.map((callId, i) => {
-          const result = results.get(callId);
-          return { id: body.data.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
-        }),
-      });
-    const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.data.run_id ? undefined : newRunId());
-    if ("answered" in claimed) return claimed.answered;
-    const { decision } = claimed;
-    if (decision?.kind === "replay") {
-      const { run_id, call_ids } = decision.record;
-      if (!run_id || !call_ids) return replayStored(reply, decision.record);
-      request.admission?.release();
-      return answer(run_id, call_ids, await currentResults(call_ids, body.data.wait_ms));
-    }
-    const record = decision?.kind === "execute" ? decision.record : undefined;
-    const outcome = await submitHostCalls(
-      request,
-      reply,
-      {
-        ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-        ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
-        context: body.data.context,
-        calls: body.data.calls,
+  app.post(
+    "/v1/runs",
+    {
+      schema: {
+        summary: "Start a managed run: Toolgate drives the model and the tool loop within the run's budgets.",
+        headers: IdempotencyHeadersSchema,
+        body: StartRunSchema,
+        response: {
+          202: response("accepted: the run started", RunStartedSchema),
+          400: error(
+            "INVALID_REQUEST, INVALID_CHARACTERS, a malformed Idempotency-Key (INVALID_IDEMPOTENCY_KEY), or a run the server refuses (e.g. UNKNOWN_MODEL)",
+          ),
+          404: error("RUN_NOT_FOUND"),
+          ...work,
+        },
       },
-      record,
-    );
-    if ("answered" in outcome) return outcome.answered;
-    request.admission?.release();
-    const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
-    return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
-  });
+    },
+    async (request, reply) => {
+      const body = { data: request.body };
+      const unsafe = unsafeRunRequest(body.data);
+      if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
+      const claimed = await claimKey(request, reply, "POST /v1/runs");
+      if ("answered" in claimed) return claimed.answered;
+      const { decision } = claimed;
+      if (decision?.kind === "replay") return replayStored(reply, decision.record);
+      const record = decision?.kind === "execute" ? decision.record : undefined;
+      // The run id is minted by the loop: a claim whose owner died before storing its answer is taken over by a
+      // retry, which starts a run of its own (the window is the few milliseconds of the start's writes); an owner
+      // that is only slow holds its claim.
+      const work = (async () => {
+        const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
+        if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
+        return runId;
+      })();
+      request.admission?.hold(work);
+      if (record) deps.idempotency.hold(record, work);
+      if (record)
+        work.catch((error: unknown) => {
+          const answer = requestErrorAnswer(error);
+          if (!answer) return void deps.idempotency.fail(record);
+          deps.idempotency.complete(record, answer).catch((e: unknown) => deps.logger.warn({ err: e }, "refusal not stored for the idempotency key"));
+        });
+      try {
+        const runId = await withDeadline(work, deadlineMs, "starting the run");
+        return reply.code(202).send({ run_id: runId });
+      } catch (error) {
+        const answer = requestErrorAnswer(error);
+        if (answer) return reply.code(answer.status).send(answer.body);
+        throw error;
+      }
+    },
+  );
 
-  app.get<{ Params: { callId: string }; Querystring: { wait_ms?: string } }>("/v1/tool-calls/:callId", async (request, reply) => {
-    const id = CallIdSchema.safeParse(request.params.callId);
-    const query = WaitQuerySchema.safeParse({ wait_ms: request.query.wait_ms });
-    if (!id.success || !query.success) return apiError(reply, 400, "INVALID_REQUEST", "expected a call id and wait_ms from 0 to 60000");
-    const call = (await deps.loop.findCall(id.data)) ?? null;
-    const run = call ? await deps.store.getRun(call.run_id) : null;
-    if (!call || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such call");
-    // A long poll: one request per outcome instead of one per polling interval (registered before the read,
-    // so an outcome attached in between is not missed).
-    if (query.data.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.data.wait_ms);
-    // Told of the outcome before its attach landed: the answer waits for that write, not for the next poll.
-    const result = await deps.waiters.storedResult(call._id);
-    return {
-      call_id: call._id,
-      run_id: call.run_id,
-      provider_call_id: call.provider_call_id,
-      tool: call.tool_name,
-      status: result ? result.terminal : "pending",
-      ...(result ? { result: result.result } : {}),
-    };
-  });
+  app.get(
+    "/v1/runs/:run_id",
+    {
+      schema: {
+        summary: "Read a run, optionally waiting up to wait_ms while it is running.",
+        params: RunParamsSchema,
+        querystring: WaitQuerySchema,
+        response: {
+          200: response("the run with every call and its result", RunViewSchema),
+          400: error("INVALID_REQUEST: expected a run id and wait_ms from 0 to 60000"),
+          404: error("RUN_NOT_FOUND: no such run (or not yours)"),
+          ...reads,
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = { data: request.params.run_id };
+      const query = { data: request.query };
+      let run = await deps.store.getRun(id.data);
+      // A denial and a missing run look the same: existence is not revealed to other principals.
+      if (!owns(request, run)) return apiError(reply, 404, "RUN_NOT_FOUND", "no such run");
+      if (run.status === "running" && query.data.wait_ms > 0) {
+        const ended = await deps.runWaiters.until(id.data, query.data.wait_ms, async () => {
+          const now = await deps.store.getRun(id.data);
+          return now && now.status !== "running" ? now : undefined;
+        });
+        run = ended ?? (await deps.store.getRun(id.data)) ?? run;
+      }
+      return runView(run);
+    },
+  );
+
+  app.post(
+    "/v1/runs/:run_id/cancel",
+    {
+      schema: {
+        summary:
+          "Cancel a managed run: it stops with reason cancelled; calls already executing finish, calls waiting for approval are withdrawn, nothing new is proposed.",
+        params: RunParamsSchema,
+        response: {
+          200: response("the run, stopped", RunViewSchema),
+          400: error("INVALID_REQUEST: expected a run id"),
+          404: error("RUN_NOT_FOUND: no such run (or not yours)"),
+          409: error("the run already ended (RUN_ENDED), or is host-driven (RUN_IS_EXTERNAL)"),
+          ...reads,
+          ...bodyRefusals,
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = { data: request.params.run_id };
+      try {
+        const cancelled = await deps.loop.cancelRun(request.principal!, id.data);
+        const run = (await deps.store.getRun(id.data))!;
+        if (!cancelled) return apiError(reply, 409, "RUN_ENDED", `the run already ended (${run.stop_reason ?? run.status})`);
+        return await runView(run);
+      } catch (error) {
+        if (error instanceof RunRequestError) return apiError(reply, error.code === "RUN_NOT_FOUND" ? 404 : 409, error.code, error.message);
+        throw error;
+      }
+    },
+  );
+
+  app.post(
+    "/v1/tool-calls",
+    {
+      schema: {
+        summary:
+          "Bring your own loop: validate, authorize and execute a model's tool calls; wait up to wait_ms for their results. Within a run, a call id sent again with the same tool and arguments is the same call.",
+        headers: IdempotencyHeadersSchema,
+        body: SubmitCallsSchema,
+        response: {
+          200: response("every call ended", SubmittedCallsSchema),
+          202: response("some calls are still running or waiting for approval", SubmittedCallsSchema),
+          400: error("INVALID_REQUEST, INVALID_CHARACTERS, a malformed Idempotency-Key (INVALID_IDEMPOTENCY_KEY), or a run the caller may not add to"),
+          404: error("RUN_NOT_FOUND: run_id names no run of yours"),
+          ...work,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = { data: request.body };
+      const unsafe = unsafeCalls(body.data.calls);
+      if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
+      const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
+        reply.code(results.size === callIds.length ? 200 : 202).send({
+          run_id: runId,
+          results: callIds.map((callId, i) => {
+            const result = results.get(callId);
+            return { id: body.data.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
+          }),
+        });
+      const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.data.run_id ? undefined : newRunId());
+      if ("answered" in claimed) return claimed.answered;
+      const { decision } = claimed;
+      if (decision?.kind === "replay") {
+        const { run_id, call_ids } = decision.record;
+        if (!run_id || !call_ids) return replayStored(reply, decision.record);
+        request.admission?.release();
+        return answer(run_id, call_ids, await currentResults(call_ids, body.data.wait_ms));
+      }
+      const record = decision?.kind === "execute" ? decision.record : undefined;
+      const outcome = await submitHostCalls(
+        request,
+        reply,
+        {
+          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
+          ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+          context: body.data.context,
+          calls: body.data.calls,
+        },
+        record,
+      );
+      if ("answered" in outcome) return outcome.answered;
+      request.admission?.release();
+      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+      return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
+    },
+  );
+
+  app.get(
+    "/v1/tool-calls/:call_id",
+    {
+      schema: {
+        summary: "Read one call and its result; with wait_ms, wait up to that long for its outcome first.",
+        params: CallParamsSchema,
+        querystring: WaitQuerySchema,
+        response: {
+          200: response("the call, with its result once it ended", CallViewSchema),
+          400: error("INVALID_REQUEST: expected a call id and wait_ms from 0 to 60000"),
+          404: error("CALL_NOT_FOUND: no such call (or not yours)"),
+          ...reads,
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = { data: request.params.call_id };
+      const query = { data: request.query };
+      const call = (await deps.loop.findCall(id.data)) ?? null;
+      const run = call ? await deps.store.getRun(call.run_id) : null;
+      if (!call || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such call");
+      // A long poll: one request per outcome instead of one per polling interval (registered before the read,
+      // so an outcome attached in between is not missed).
+      if (query.data.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.data.wait_ms);
+      // Told of the outcome before its attach landed: the answer waits for that write, not for the next poll.
+      const result = await deps.waiters.storedResult(call._id);
+      return {
+        call_id: call._id,
+        run_id: call.run_id,
+        provider_call_id: call.provider_call_id,
+        tool: call.tool_name,
+        status: result ? result.terminal : ("pending" as const),
+        ...(result ? { result: result.result } : {}),
+      };
+    },
+  );
 
   return app;
 }

@@ -156,7 +156,7 @@ await runService({
       config.ORCHESTRATOR_MAX_SUBMISSIONS,
       config.ORCHESTRATOR_MAX_WAITING === undefined ? {} : { maxWaiting: config.ORCHESTRATOR_MAX_WAITING },
     );
-    const api = orchestratorApi({
+    const api = await orchestratorApi({
       loop,
       store,
       waiters,
