@@ -32,8 +32,9 @@ export default defineConfig({
           name: "e2e",
           sequence: { groupOrder: 2 },
           include: ["test/**/*.e2e.test.ts"],
-          // A failed test prints what the services of its stacks logged at warn level or above.
-          setupFiles: ["./packages/testkit/dist/failure-report.js"],
+          // A failed test prints what the services of its stacks logged at warn level or above; every response
+          // of an orchestrator is checked against its OpenAPI document once a file's tests are done.
+          setupFiles: ["./packages/testkit/dist/failure-report.js", "./packages/testkit/dist/api-recording.js"],
           testTimeout: 120_000,
           hookTimeout: 120_000,
           // Each e2e file starts its own set of service processes; two cores run two files at once at most.
