@@ -518,8 +518,11 @@ export async function orchestratorApi(deps: {
   );
 
   // The MCP front door: the SDK's transport writes the response itself.
+  // A body the API cannot read is refused before the transport sees it, with the API's error body; what the
+  // transport refuses is a JSON-RPC error.
+  const mcpError = z.union([JsonRpcErrorSchema, ErrorBodySchema]);
   const mcpRefusals = {
-    400: response("a body that is not a JSON-RPC message, a batch too large, or an unsupported MCP-Protocol-Version", JsonRpcErrorSchema),
+    400: response("a body that is not JSON (INVALID_REQUEST) or not a JSON-RPC message, a batch too large, or an unsupported MCP-Protocol-Version", mcpError),
     ...unauthenticated,
     406: response("the Accept header does not allow application/json and text/event-stream", JsonRpcErrorSchema),
     ...failed,
@@ -541,8 +544,8 @@ export async function orchestratorApi(deps: {
         202: noBody("POST of notifications or responses only: accepted"),
         ...mcpRefusals,
         405: response("a method the transport does not serve", JsonRpcErrorSchema),
-        413: response("the body is larger than the transport accepts", JsonRpcErrorSchema),
-        415: response("POST without Content-Type: application/json", JsonRpcErrorSchema),
+        413: response("the body is larger than 1 MiB", mcpError),
+        415: response("POST without Content-Type: application/json", mcpError),
         503: response("UNAVAILABLE: a tools/call while NATS or the database is down, or while the orchestrator is at capacity", ErrorBodySchema, RETRY_AFTER),
       },
     },
