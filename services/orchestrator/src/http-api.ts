@@ -638,8 +638,8 @@ export async function orchestratorApi(deps: {
     },
     async (request, reply) => {
       const provider = request.params.provider;
-      const body = { data: request.body };
-      const parsed = parseToolCalls(provider, body.data.response);
+      const body = request.body;
+      const parsed = parseToolCalls(provider, body.response);
       if (!parsed.ok)
         return apiError(
           reply,
@@ -649,30 +649,30 @@ export async function orchestratorApi(deps: {
           parsed.error.pointer === undefined ? undefined : { pointer: parsed.error.pointer },
         );
       if (parsed.calls.length === 0) return apiError(reply, 400, "NO_TOOL_CALLS", "the response proposes no tool calls");
-      const claimed = await claimKey(request, reply, `POST /v1/providers/${provider}/tool-calls`, body.data.run_id ? undefined : newRunId());
+      const claimed = await claimKey(request, reply, `POST /v1/providers/${provider}/tool-calls`, body.run_id ? undefined : newRunId());
       if ("answered" in claimed) return claimed.answered;
       const { decision } = claimed;
       if (decision?.kind === "replay") {
         const { run_id, call_ids } = decision.record;
         if (!run_id || !call_ids) return replayStored(reply, decision.record);
         request.admission?.release();
-        return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.data.wait_ms));
+        return providerResults(reply, provider, run_id, parsed.calls, call_ids, await currentResults(call_ids, body.wait_ms));
       }
       const record = decision?.kind === "execute" ? decision.record : undefined;
       const outcome = await submitHostCalls(
         request,
         reply,
         {
-          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-          ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
-          context: body.data.context,
+          ...(body.run_id ? { runId: body.run_id } : {}),
+          ...(record?.run_id && !body.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+          context: body.context,
           calls: parsed.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.argumentsJson })),
         },
         record,
       );
       if ("answered" in outcome) return outcome.answered;
       request.admission?.release();
-      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.wait_ms))]);
       return providerResults(reply, provider, outcome.submitted.runId, parsed.calls, outcome.submitted.callIds, results);
     },
   );
@@ -697,13 +697,13 @@ export async function orchestratorApi(deps: {
     async (request, reply) => {
       const provider = request.params.provider;
       const ids = request.query.call_ids;
-      const query = { data: request.query };
+      const query = request.query;
       const calls = await Promise.all(ids.map(async (id) => (await deps.loop.findCall(id)) ?? null));
       const runIds = new Set(calls.map((c) => c?.run_id));
       const run = runIds.size === 1 && calls[0] ? await deps.store.getRun(calls[0].run_id) : null;
       if (calls.some((c) => c === null) || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such calls in one run of yours");
       // Calls that ended before this request are read first: only the others are waited for.
-      const results = await deps.waiters.register(ids, { storedFirst: true }).wait(query.data.wait_ms);
+      const results = await deps.waiters.register(ids, { storedFirst: true }).wait(query.wait_ms);
       const parsedCalls = calls.map((c) => ({ id: c!.provider_call_id, name: c!.tool_name, argumentsJson: c!.arguments_json }));
       return providerResults(reply, provider, run._id, parsedCalls, ids, results);
     },
@@ -754,8 +754,8 @@ export async function orchestratorApi(deps: {
       },
     },
     async (request, reply) => {
-      const body = { data: request.body };
-      const unsafe = unsafeRunRequest(body.data);
+      const body = request.body;
+      const unsafe = unsafeRunRequest(body);
       if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
       const claimed = await claimKey(request, reply, "POST /v1/runs");
       if ("answered" in claimed) return claimed.answered;
@@ -766,7 +766,7 @@ export async function orchestratorApi(deps: {
       // retry, which starts a run of its own (the window is the few milliseconds of the start's writes); an owner
       // that is only slow holds its claim.
       const work = (async () => {
-        const runId = await deps.loop.startRun(request.principal!, body.data.model, body.data.input, body.data.context, stripUndefined(body.data.budgets));
+        const runId = await deps.loop.startRun(request.principal!, body.model, body.input, body.context, stripUndefined(body.budgets));
         if (record) await deps.idempotency.complete(record, { status: 202, body: { run_id: runId } }, { runId, callIds: [] });
         return runId;
       })();
@@ -805,17 +805,17 @@ export async function orchestratorApi(deps: {
       },
     },
     async (request, reply) => {
-      const id = { data: request.params.run_id };
-      const query = { data: request.query };
-      let run = await deps.store.getRun(id.data);
+      const id = request.params.run_id;
+      const query = request.query;
+      let run = await deps.store.getRun(id);
       // A denial and a missing run look the same: existence is not revealed to other principals.
       if (!owns(request, run)) return apiError(reply, 404, "RUN_NOT_FOUND", "no such run");
-      if (run.status === "running" && query.data.wait_ms > 0) {
-        const ended = await deps.runWaiters.until(id.data, query.data.wait_ms, async () => {
-          const now = await deps.store.getRun(id.data);
+      if (run.status === "running" && query.wait_ms > 0) {
+        const ended = await deps.runWaiters.until(id, query.wait_ms, async () => {
+          const now = await deps.store.getRun(id);
           return now && now.status !== "running" ? now : undefined;
         });
-        run = ended ?? (await deps.store.getRun(id.data)) ?? run;
+        run = ended ?? (await deps.store.getRun(id)) ?? run;
       }
       return runView(run);
     },
@@ -839,10 +839,10 @@ export async function orchestratorApi(deps: {
       },
     },
     async (request, reply) => {
-      const id = { data: request.params.run_id };
+      const id = request.params.run_id;
       try {
-        const cancelled = await deps.loop.cancelRun(request.principal!, id.data);
-        const run = (await deps.store.getRun(id.data))!;
+        const cancelled = await deps.loop.cancelRun(request.principal!, id);
+        const run = (await deps.store.getRun(id))!;
         if (!cancelled) return apiError(reply, 409, "RUN_ENDED", `the run already ended (${run.stop_reason ?? run.status})`);
         return await runView(run);
       } catch (error) {
@@ -870,41 +870,41 @@ export async function orchestratorApi(deps: {
       },
     },
     async (request, reply) => {
-      const body = { data: request.body };
-      const unsafe = unsafeCalls(body.data.calls);
+      const body = request.body;
+      const unsafe = unsafeCalls(body.calls);
       if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
       const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
         reply.code(results.size === callIds.length ? 200 : 202).send({
           run_id: runId,
           results: callIds.map((callId, i) => {
             const result = results.get(callId);
-            return { id: body.data.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
+            return { id: body.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
           }),
         });
-      const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.data.run_id ? undefined : newRunId());
+      const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.run_id ? undefined : newRunId());
       if ("answered" in claimed) return claimed.answered;
       const { decision } = claimed;
       if (decision?.kind === "replay") {
         const { run_id, call_ids } = decision.record;
         if (!run_id || !call_ids) return replayStored(reply, decision.record);
         request.admission?.release();
-        return answer(run_id, call_ids, await currentResults(call_ids, body.data.wait_ms));
+        return answer(run_id, call_ids, await currentResults(call_ids, body.wait_ms));
       }
       const record = decision?.kind === "execute" ? decision.record : undefined;
       const outcome = await submitHostCalls(
         request,
         reply,
         {
-          ...(body.data.run_id ? { runId: body.data.run_id } : {}),
-          ...(record?.run_id && !body.data.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
-          context: body.data.context,
-          calls: body.data.calls,
+          ...(body.run_id ? { runId: body.run_id } : {}),
+          ...(record?.run_id && !body.run_id ? { pinnedRunId: record.run_id, pinnedBefore: decision?.kind === "execute" && decision.takenOver } : {}),
+          context: body.context,
+          calls: body.calls,
         },
         record,
       );
       if ("answered" in outcome) return outcome.answered;
       request.admission?.release();
-      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.data.wait_ms))]);
+      const results = new Map([...outcome.ended, ...(await outcome.waiting.wait(body.wait_ms))]);
       return answer(outcome.submitted.runId, outcome.submitted.callIds, results);
     },
   );
@@ -925,14 +925,14 @@ export async function orchestratorApi(deps: {
       },
     },
     async (request, reply) => {
-      const id = { data: request.params.call_id };
-      const query = { data: request.query };
-      const call = (await deps.loop.findCall(id.data)) ?? null;
+      const id = request.params.call_id;
+      const query = request.query;
+      const call = (await deps.loop.findCall(id)) ?? null;
       const run = call ? await deps.store.getRun(call.run_id) : null;
       if (!call || !owns(request, run)) return apiError(reply, 404, "CALL_NOT_FOUND", "no such call");
       // A long poll: one request per outcome instead of one per polling interval (registered before the read,
       // so an outcome attached in between is not missed).
-      if (query.data.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.data.wait_ms);
+      if (query.wait_ms > 0) await deps.waiters.register([call._id], { storedFirst: true }).wait(query.wait_ms);
       // Told of the outcome before its attach landed: the answer waits for that write, not for the next poll.
       const result = await deps.waiters.storedResult(call._id);
       return {
