@@ -1,10 +1,10 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { ToolContractInput } from "@toolgate/registry";
 import { Stack, resultOf, testInfra, waitForCallEvents } from "@toolgate/testkit";
 import { MongoClient } from "mongodb";
 import { chromium, type BrowserContext, type Locator, type Page, type Request } from "playwright-core";
+import { REFUND } from "./fixtures/refund-contract.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // The approvers' web page in a real browser (Debian's headless Chromium driven by playwright-core): it shows a
@@ -23,39 +23,6 @@ const localTime = (iso: string) => {
   return `${shifted.slice(0, 10)} ${shifted.slice(11, 19)} UTC+05:30`;
 };
 
-// A tool whose contract marks two argument fields sensitive; it needs approval and is denied, so it never runs.
-const REFUND: ToolContractInput = {
-  name: "issue_refund",
-  version: "1.0.0",
-  owner: "payments-team",
-  description: "Refunds an order to the card it was paid with. Use it only when the customer asked for a refund of that order.",
-  input_schema: {
-    type: "object",
-    properties: {
-      order_id: { type: "string", maxLength: 64 },
-      amount_cents: { type: "integer", minimum: 1, maximum: 1_000_000 },
-      card_number: { type: "string", maxLength: 32 },
-      auth: {
-        type: "object",
-        properties: { account: { type: "string", maxLength: 64 }, token: { type: "string", maxLength: 128 } },
-        required: ["account", "token"],
-        additionalProperties: false,
-      },
-      reason: { type: "string", maxLength: 4000 },
-      evidence_url: { type: "string", maxLength: 1000 },
-    },
-    required: ["order_id", "amount_cents", "card_number", "auth", "reason"],
-    additionalProperties: false,
-  },
-  output_schema: { type: "object" },
-  side_effect: "external",
-  risk: "medium",
-  approval: "always",
-  idempotency: { kind: "natural" },
-  timeout_ms: 5_000,
-  transport: { kind: "http", url: "http://refunds.toolgate.test/refund", method: "POST" },
-  sensitive: ["/card_number", "/auth/token"],
-};
 const SECRET_CARD = "4111111111111111";
 const SECRET_TOKEN = "tok_live_9f8e7d6c5b4a3f2e";
 // Long ordinary prose (it must wrap between words) and one long unbroken token (it must wrap anywhere).

@@ -1,40 +1,11 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import type { ToolContractInput } from "@toolgate/registry";
 import { Stack, testInfra, waitFor, waitForCallEvents } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { REFUND } from "./fixtures/refund-contract.js";
 
 // Secrets never appear in logs, events or audit records (issue 14, item 5): an e2e run at debug level that
 // authenticates with API keys and a JWT, signs every event, forges one, and proposes a call with sensitive
 // arguments; then every line each service printed, and everything audit stored, is searched for each secret.
-const REFUND: ToolContractInput = {
-  name: "issue_refund",
-  version: "1.0.0",
-  owner: "payments-team",
-  description: "Refunds an order to the card it was paid with. Use it only when the customer asked for a refund of that order.",
-  input_schema: {
-    type: "object",
-    properties: {
-      order_id: { type: "string", maxLength: 64 },
-      card_number: { type: "string", maxLength: 32 },
-      auth: {
-        type: "object",
-        properties: { account: { type: "string", maxLength: 64 }, token: { type: "string", maxLength: 128 } },
-        required: ["account", "token"],
-        additionalProperties: false,
-      },
-    },
-    required: ["order_id", "card_number", "auth"],
-    additionalProperties: false,
-  },
-  output_schema: { type: "object" },
-  side_effect: "external",
-  risk: "medium",
-  approval: "always",
-  idempotency: { kind: "natural" },
-  timeout_ms: 5_000,
-  transport: { kind: "http", url: "http://refunds.toolgate.test/refund", method: "POST" },
-  sensitive: ["/card_number", "/auth/token"],
-};
 const SECRET_CARD = "4111111111111111";
 const SECRET_TOKEN = "tok_live_5e4d3c2b1a0f9e8d";
 
@@ -63,7 +34,13 @@ it("prints, publishes and stores no API key, token, signing key, NATS seed or se
     headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
     body: JSON.stringify({
       context: { task_id: "task_c04" },
-      calls: [{ id: "r1", name: "issue_refund", arguments: { order_id: "ord_1", card_number: SECRET_CARD, auth: { account: "acct_1", token: SECRET_TOKEN } } }],
+      calls: [
+        {
+          id: "r1",
+          name: "issue_refund",
+          arguments: { order_id: "ord_1", amount_cents: 500, card_number: SECRET_CARD, auth: { account: "acct_1", token: SECRET_TOKEN }, reason: "damaged" },
+        },
+      ],
       wait_ms: 0,
     }),
   });
