@@ -460,7 +460,8 @@ export class MongoAuditStore implements AuditStore {
       if (r.prev_hash !== prev) return broken(r.idx, "link to the previous record does not match");
       if (typeof r.event_json !== "string" || hashOfText(prev, chainId, r.idx, r.event_json, r.digest, r.signature) !== r.hash)
         return broken(r.idx, "record content does not match its hash");
-      const problem = describedFieldsProblem(r, chainId) ?? this.#signatureProblem(r);
+      const described = describedEvent(r, chainId);
+      const problem = typeof described === "string" ? described : this.#signatureProblem(described, r);
       if (problem) return broken(r.idx, problem);
       prev = r.hash;
     }
@@ -479,9 +480,8 @@ export class MongoAuditStore implements AuditStore {
    * a signature that does not verify over the digest audit took of the bytes, or a key of a role that does not
    * publish this event type.
    */
-  #signatureProblem(r: BlockRecord): string | undefined {
+  #signatureProblem(event: ToolgateEvent, r: BlockRecord): string | undefined {
     if (!this.#trust) return undefined;
-    const event = JSON.parse(r.event_json) as ToolgateEvent;
     const what = `${event.kind}.${event.type} ${event.id} (claimed by ${event.source})`;
     if (r.digest === undefined) return `${what} is unsigned`;
     const problem = this.#trust.check(event, { header: r.signature ?? undefined, digest: r.digest });
@@ -571,8 +571,11 @@ function toRecord(r: BlockRecord & { block: AuditBlock }): AuditRecord {
   };
 }
 
-/** The hash covers the event text only: what the record says about it (its id, its chain) must match it. */
-function describedFieldsProblem(r: BlockRecord, chainId: string): string | undefined {
+/**
+ * The hashed event of a record, or why what the record says about it (its id, its chain) does not match it: the
+ * hash covers the event text (and the digest and signature it arrived with), not the record's other fields.
+ */
+function describedEvent(r: BlockRecord, chainId: string): ToolgateEvent | string {
   let event: ToolgateEvent;
   try {
     event = JSON.parse(r.event_json) as ToolgateEvent;
@@ -582,5 +585,5 @@ function describedFieldsProblem(r: BlockRecord, chainId: string): string | undef
   }
   if (r.id !== event.id) return "field id does not match the hashed event";
   if (r.chain_id !== chainId || chainOf(event) !== chainId) return "field chain_id does not match the hashed event";
-  return undefined;
+  return event;
 }
