@@ -1,7 +1,11 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { parseTrustedKey } from "@toolgate/contracts";
+import { TRACE_SAMPLERS, type TracingOptions } from "@toolgate/telemetry";
 import { UNSAFE_GUARDS } from "./start-up-guards.js";
+
+const TRACES_EXPORTERS = ["none", "console", "otlp"] as const;
+const OTLP_PROTOCOLS = ["http/protobuf", "http/json"] as const;
 
 /** A deploy that cannot start: the message names each bad variable, never its value. */
 export class ConfigError extends Error {
@@ -87,7 +91,41 @@ export const baseEnvShape = {
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,64}$/)
     .default(`${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.-]/g, "_")),
-  TRACES_EXPORTER: z.enum(["none", "console"]).default("none"),
+  /** Where spans go: `none`, `console` or `otlp` (see {@link tracingOptions}); the older `TRACES_EXPORTER` is its alias. */
+  OTEL_TRACES_EXPORTER: z.enum(TRACES_EXPORTERS).optional(),
+  TRACES_EXPORTER: z.enum(TRACES_EXPORTERS).optional(),
+  /** Base URL of an OTLP/HTTP receiver (`/v1/traces` is appended); setting it alone turns the `otlp` exporter on. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  /** The full traces URL of an OTLP/HTTP receiver (used as it is); wins over `OTEL_EXPORTER_OTLP_ENDPOINT`. */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(OTLP_PROTOCOLS, { message: "http/protobuf or http/json (grpc is not supported)" }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(OTLP_PROTOCOLS, { message: "http/protobuf or http/json (grpc is not supported)" }).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).max(256).optional(),
+  /** `key=value` pairs, comma-separated, values percent-encoded (the specification's format). */
+  OTEL_RESOURCE_ATTRIBUTES: listEnv()
+    .transform((pairs, ctx) => {
+      const attributes: Record<string, string> = {};
+      for (const pair of pairs) {
+        const at = pair.indexOf("=");
+        if (at <= 0) {
+          ctx.addIssue({ code: "custom", message: "key=value pairs, comma-separated" });
+          return z.NEVER;
+        }
+        try {
+          attributes[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim());
+        } catch {
+          ctx.addIssue({ code: "custom", message: "values must be percent-encoded" });
+          return z.NEVER;
+        }
+      }
+      return attributes;
+    })
+    .optional(),
+  OTEL_TRACES_SAMPLER: z.enum(TRACE_SAMPLERS).default("parentbased_always_on"),
+  /** The ratio of the `traceidratio` samplers, 0 to 1. */
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  /** `true` turns tracing off whatever else is set (the specification's switch). */
+  OTEL_SDK_DISABLED: z.enum(["true", "false"]).optional(),
   /**
    * Spans (database commands, messages handled, publishes) kept for a benchmark to read with SIGUSR2; 0 keeps
    * none. Counters are always kept.
@@ -102,6 +140,35 @@ export const baseEnvShape = {
 
 export const BaseEnvSchema = z.object(baseEnvShape);
 export type BaseConfig = z.infer<typeof BaseEnvSchema>;
+
+/**
+ * The tracing set-up the `OTEL_*` variables describe. The exporter is `OTEL_TRACES_EXPORTER` (or
+ * `TRACES_EXPORTER`); unset, it is `otlp` when an OTLP endpoint is set and `none` otherwise — unlike the
+ * specification's default, a deployment without a collector makes no spans at all. `otlp` without an endpoint
+ * sends to the specification's default, `http://localhost:4318/v1/traces`, as protobuf unless the protocol says JSON.
+ */
+export function tracingOptions(service: string, config: BaseConfig): TracingOptions {
+  const endpoint =
+    config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (config.OTEL_EXPORTER_OTLP_ENDPOINT ? `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces` : undefined);
+  const exporter = config.OTEL_SDK_DISABLED === "true" ? "none" : (config.OTEL_TRACES_EXPORTER ?? config.TRACES_EXPORTER ?? (endpoint ? "otlp" : "none"));
+  return {
+    service,
+    exporter,
+    ...(exporter === "otlp"
+      ? {
+          otlp: {
+            url: endpoint ?? "http://localhost:4318/v1/traces",
+            protocol: config.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? config.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf",
+          },
+        }
+      : {}),
+    ...(config.OTEL_SERVICE_NAME ? { serviceName: config.OTEL_SERVICE_NAME } : {}),
+    instanceId: config.INSTANCE_ID,
+    ...(config.OTEL_RESOURCE_ATTRIBUTES ? { resourceAttributes: config.OTEL_RESOURCE_ATTRIBUTES } : {}),
+    sampler: { name: config.OTEL_TRACES_SAMPLER, arg: config.OTEL_TRACES_SAMPLER_ARG },
+  };
+}
 
 /**
  * Parses the process environment once, at start-up, with the service's schema; throws {@link ConfigError}

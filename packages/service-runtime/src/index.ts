@@ -1,4 +1,4 @@
-export { baseEnvShape, BaseEnvSchema, parseEnv, jsonEnv, listEnv, ConfigError, type BaseConfig } from "./config.js";
+export { baseEnvShape, BaseEnvSchema, parseEnv, jsonEnv, listEnv, ConfigError, tracingOptions, type BaseConfig } from "./config.js";
 export { connectInfrastructure, type Infrastructure } from "./infrastructure.js";
 export { runService, type RunningService, type RunServiceOptions, type ServiceContext } from "./lifecycle.js";
 export { connectContractCatalog } from "./contract-catalog.js";

@@ -1,7 +1,7 @@
 import { NatsEventBus } from "@toolgate/bus";
 import { eventSigner, eventTrust, ServiceNameSchema, subjectCatalogue, type EventSigner, type EventTrust, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
-import { epochMicros, type Logger, type RuntimeStats } from "@toolgate/telemetry";
+import { epochMicros, type Logger, type RuntimeStats, type Tracing } from "@toolgate/telemetry";
 import type { Db, MongoClient } from "mongodb";
 import type { BaseConfig } from "./config.js";
 import { ConfigError } from "./config.js";
@@ -25,7 +25,11 @@ export interface Infrastructure {
  * unreachable, and a start-up guard's refusal (`UnsafeSettingRefusal`) for an unsafe setting that
  * `TOOLGATE_UNSAFE_ALLOW` does not list.
  */
-export async function connectInfrastructure(service: string, config: BaseConfig, context: { logger: Logger; stats: RuntimeStats }): Promise<Infrastructure> {
+export async function connectInfrastructure(
+  service: string,
+  config: BaseConfig,
+  context: { logger: Logger; stats: RuntimeStats; tracing?: Pick<Tracing, "spans" | "runs"> },
+): Promise<Infrastructure> {
   const { logger, stats } = context;
   const allowUnsafe = unsafeOverride(config.TOOLGATE_UNSAFE_ALLOW, logger);
   const subjects = subjectCatalogue(config.TOOLGATE_SUBJECT_PREFIX);
@@ -42,7 +46,8 @@ export async function connectInfrastructure(service: string, config: BaseConfig,
     logger,
     stats,
     // Spans (and the async context that carries them) only when something exports them.
-    traceSpans: config.TRACES_EXPORTER !== "none",
+    traceSpans: context.tracing?.spans ?? false,
+    ...(context.tracing?.runs ? { runTraces: context.tracing.runs } : {}),
     monitorUrls: config.NATS_MONITOR_URL,
     allowUnsafe,
   });

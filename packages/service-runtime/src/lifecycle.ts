@@ -1,5 +1,5 @@
 import { createLogger, initTracing, RuntimeStats, ServiceMetrics, type Logger, type Tracing } from "@toolgate/telemetry";
-import type { BaseConfig } from "./config.js";
+import { tracingOptions, type BaseConfig } from "./config.js";
 import { isUnsafeSettingRefusal } from "./start-up-guards.js";
 
 /** A started service: how to stop it and what it serves. */
@@ -35,7 +35,7 @@ export interface RunServiceOptions {
  */
 export async function runService(options: RunServiceOptions): Promise<void> {
   const logger = createLogger({ service: options.name, level: options.config.LOG_LEVEL, instance: options.config.INSTANCE_ID });
-  const tracing = initTracing({ service: options.name, exporter: options.config.TRACES_EXPORTER });
+  const tracing = initTracing(tracingOptions(options.name, options.config));
   const stats = new RuntimeStats({ traceCapacity: options.config.STATS_TRACE_CAPACITY });
   const metrics = new ServiceMetrics({
     service: options.name,

@@ -1,4 +1,5 @@
 import { pino, type Logger, type LevelWithSilent } from "pino";
+import { runTraceId } from "./run-traces.js";
 
 export type { Logger } from "pino";
 
@@ -33,7 +34,20 @@ export interface LoggerOptions {
   destination?: { write(line: string): void };
 }
 
-/** Creates the service's root logger: JSON lines on stdout, credentials redacted. */
+/**
+ * Log correlation: a line about a run or a call (one that names its `run_id`) carries the run's `trace_id`, the
+ * trace its spans and events are in. Computed only for lines that are written, from the id alone (no context).
+ * A new object each time: pino merges the line's fields into what the mixin returns.
+ */
+function traceIdField(fields: object): object {
+  const runId = (fields as { run_id?: unknown; trace_id?: unknown }).run_id;
+  return typeof runId === "string" && (fields as { trace_id?: unknown }).trace_id === undefined ? { trace_id: runTraceId(runId) } : {};
+}
+
+/**
+ * Creates the service's root logger: JSON lines on stdout, credentials redacted, and `trace_id` on every line
+ * that names a `run_id` among its own fields.
+ */
 export function createLogger(options: LoggerOptions): Logger {
   return pino(
     {
@@ -42,6 +56,7 @@ export function createLogger(options: LoggerOptions): Logger {
       redact: { paths: [...ALWAYS_REDACTED], censor: "[REDACTED]" },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
+      mixin: traceIdField,
     },
     ...(options.destination ? [options.destination] : []),
   );
