@@ -12,6 +12,7 @@ export {
 } from "./disposition.js";
 export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
+export { eventAttributes, withStepSpan } from "./event-spans.js";
 export { ClaimLedger, type ClaimLedgerOptions, type LedgerClaim } from "./claim-ledger.js";
 export { unreachableDependency, type Unreachable } from "./unreachable.js";
 export { unprocessableValue, type Unprocessable } from "./unprocessable.js";

@@ -2,7 +2,8 @@ import { AckPolicy, DeliverPolicy, JetStreamApiError, jetstream, jetstreamManage
 import type { NatsConnection } from "@nats-io/nats-core";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { eventId, newCallId, newRunId, subjectCatalogue, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
-import { createLogger, initTracing, traceIdOf } from "@toolgate/telemetry";
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { createLogger, initTracing, runTraceId, spanIdOf, traceIdOf, type RunTraces } from "@toolgate/telemetry";
 import { afterEach, describe, expect, it } from "vitest";
 // The bus package has no testkit dependency; its built entry is reached by path (see the report).
 import { PrivateNats, testInfra, uniqueName, waitFor } from "@toolgate/testkit";
@@ -96,7 +97,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false): Promise<NatsEventBus> {
+async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false, runTraces?: RunTraces): Promise<NatsEventBus> {
   const bus = await NatsEventBus.connect({
     servers: testInfra().natsUrl,
     name: "bus-test",
@@ -105,14 +106,15 @@ async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000
     stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs },
     logger,
     traceSpans,
+    ...(runTraces ? { runTraces } : {}),
   });
   cleanups.push(() => bus.close());
   return bus;
 }
 
-async function harness(options: { traceSpans?: boolean } = {}): Promise<Harness> {
+async function harness(options: { traceSpans?: boolean; runTraces?: RunTraces | undefined } = {}): Promise<Harness> {
   const subjects = subjectCatalogue(uniqueName("t"));
-  const bus = await connectBus(subjects, 60_000, options.traceSpans ?? false);
+  const bus = await connectBus(subjects, 60_000, options.traceSpans ?? false, options.runTraces);
   const nc = bus.connection;
   const jsm = await jetstreamManager(nc);
   cleanups.push(async () => {
@@ -348,33 +350,62 @@ describe("NatsEventBus", () => {
     expect((await h.jsm.streams.getMessage(h.subjects.stream, { seq: 4 }))!.header.get("traceparent").split("-")[1]).toBe(a![1]);
   });
 
-  it("with spans, continues the publisher's trace in the handler", async () => {
-    const tracing = initTracing({ service: "test", exporter: "none", spans: true });
+  it("with spans, publishes in a producer span and handles in a consumer span of the publisher's trace; outside any span, of the run's", async () => {
+    const exported = new InMemorySpanExporter();
+    const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
     try {
-      const h = await harness({ traceSpans: true });
-      const seen: { traceId: string | undefined; parent: string | undefined }[] = [];
+      const h = await harness({ traceSpans: true, runTraces: tracing.runs });
+      const seen: (string | undefined)[] = [];
       await h.consume(spec(), async () => {
-        seen.push({ traceId: traceIdOf(), parent: undefined });
+        seen.push(traceIdOf());
         return ACK;
       });
-      let published: { traceId: string; spanId: string } | undefined;
-      await tracing.tracer.startActiveSpan("publish in a span", async (span) => {
-        await h.bus.publish(startedEvent());
-        published = { traceId: span.spanContext().traceId, spanId: span.spanContext().spanId };
+      const event = startedEvent();
+      let step: { traceId: string; spanId: string } | undefined;
+      await tracing.tracer.startActiveSpan("a step", async (span) => {
+        await h.bus.publish(event);
+        step = span.spanContext();
         span.end();
       });
       await waitFor(() => seen.length === 1, { description: "the traced event" });
-      expect(published?.traceId).toMatch(/^[0-9a-f]{32}$/);
-      expect(seen[0]?.traceId).toBe(published?.traceId);
+      expect(seen[0]).toBe(step?.traceId);
+      const spans = () => exported.getFinishedSpans();
+      const named = (name: string) => spans().filter((s) => s.name === name);
+      const template = `${h.subjects.prefix}.call.{call_id}.started`;
+      await waitFor(() => named(`process ${template}`).length === 1, { description: "the consumer span" });
+      const [producer] = named(`publish ${template}`);
+      const [consumer] = named(`process ${template}`);
+      // step → publish (producer) → process (consumer), and the message carries the producer's context, sampled.
+      expect(producer?.parentSpanContext?.spanId).toBe(step?.spanId);
+      expect(consumer?.parentSpanContext?.spanId).toBe(producer?.spanContext().spanId);
       const stored = await h.jsm.streams.getMessage(h.subjects.stream, { seq: 1 });
-      // Without an exporter spans are not sampled (flags 00), yet the trace and span ids still propagate.
-      expect(stored?.header.get("traceparent")).toBe(`00-${published?.traceId}-${published?.spanId}-00`);
+      expect(stored?.header.get("traceparent")).toBe(`00-${step?.traceId}-${producer?.spanContext().spanId}-01`);
+      expect(producer?.attributes).toMatchObject({
+        "messaging.system": "nats",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": h.subjects.call(event.kind === "call" ? event.call_id : "", "started"),
+        "messaging.message.id": event.id,
+        "toolgate.call_id": event.kind === "call" ? event.call_id : "",
+        "toolgate.run_id": event.run_id,
+        "toolgate.idempotency_key_hash": expect.any(String),
+      });
+      expect(consumer?.attributes).toMatchObject({
+        "messaging.operation.type": "process",
+        "messaging.consumer.group.name": "worker",
+        "toolgate.delivery_count": 1,
+      });
+      // The step that published records the event, and takes its attributes.
+      const [stepSpan] = named("a step");
+      expect(stepSpan?.events.map((e) => e.name)).toEqual(["started"]);
+      expect(stepSpan?.attributes["toolgate.call_id"]).toBe(producer?.attributes["toolgate.call_id"]);
 
-      // Outside any span, the handler's span starts a new trace.
-      await h.bus.publish(startedEvent());
-      await waitFor(() => seen.length === 2, { description: "the untraced event" });
-      expect(seen[1]?.traceId).toMatch(/^[0-9a-f]{32}$/);
-      expect(seen[1]?.traceId).not.toBe(published?.traceId);
+      // Outside any span, the publish is a child of its run's span, in the run's trace.
+      const loose = startedEvent();
+      await h.bus.publish(loose);
+      await waitFor(() => seen.length === 2, { description: "the event published outside a span" });
+      expect(seen[1]).toBe(runTraceId(loose.run_id));
+      const looseProducer = named(`publish ${template}`).find((s) => s.attributes["messaging.message.id"] === loose.id);
+      expect(looseProducer?.parentSpanContext?.spanId).toBe(spanIdOf(`run:${loose.run_id}`));
     } finally {
       await tracing.shutdown();
       trace.disable();

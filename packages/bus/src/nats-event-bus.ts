@@ -1,4 +1,4 @@
-import { context, propagation, SpanKind, SpanStatusCode, trace, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Span, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -25,7 +25,6 @@ import {
   messageDigest,
   parseEvent,
   refusalEventId,
-  sha256,
   signatureKeyId,
   type CallEventType,
   type EventRejection,
@@ -37,8 +36,9 @@ import {
   type SubjectCatalogue,
   type ToolgateEvent,
 } from "@toolgate/contracts";
-import { epochMicros, RuntimeStats, type Logger } from "@toolgate/telemetry";
+import { epochMicros, RuntimeStats, runTraceId, spanIdOf, type Logger, type RunTraces } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
+import { eventAttributes, stepAttributes } from "./event-spans.js";
 import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
 import { seedAuthenticator } from "./nats-identities.js";
 import { readMonitoredServers, streamSettingsRefusals, syncRefusals, versionRefusal, type NatsRefusal } from "./server-guards.js";
@@ -94,6 +94,11 @@ export interface NatsEventBusOptions {
    * from the event id.
    */
   traceSpans?: boolean;
+  /**
+   * With spans: the parent of an event published, or a message handled, outside any span (a run's events, an
+   * approver's decision, a publisher without spans) — its run's span, so every span of a run is in its trace.
+   */
+  runTraces?: Pick<RunTraces, "runContext">;
   /**
    * Monitoring URLs (`http://host:8222`) of the servers, for the guard that checks each one syncs every write:
    * a client learns a server's `sync_interval` only from its `/varz`. Required for a cluster.
@@ -335,8 +340,8 @@ export class NatsEventBus implements EventBus {
       throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
     }
     const h = natsHeaders();
-    if (this.#options.traceSpans) propagation.inject(context.active(), h, headerSetter);
-    else h.set("traceparent", runTraceParent(event));
+    const span = this.#options.traceSpans ? this.#publishSpan(event, subject, data.byteLength, h) : undefined;
+    if (!span) h.set("traceparent", runTraceParent(event));
     const signer = this.#options.signer;
     if (signer) h.set(EVENT_SIGNATURE_HEADER, signer.sign(messageDigest(data)));
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
@@ -345,15 +350,20 @@ export class NatsEventBus implements EventBus {
     try {
       ack = await this.#js.publish(subject, data, { msgID: event.id, headers: h, ...this.#attempts });
     } catch (error) {
+      span?.setStatus({ code: SpanStatusCode.ERROR, message: "not acknowledged" }).end();
       throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
     }
+    span?.setAttribute("toolgate.duplicate", ack.duplicate).end();
     if (started > 0) this.#stats.record("out", event.id, started, epochMicros());
     if (!ack.duplicate) return { seq: ack.seq, duplicate: false };
     this.#stats.add("bus.publish_duplicate");
     if (!(await this.#idTakenByForgery(ack.seq))) return { seq: ack.seq, duplicate: true };
     // Whoever published first under this id is not the event's owner: the duplicate window must not swallow the
     // real transition, so it goes out under a message id of its own (consumers and audit know it by its event id).
-    this.#log.warn({ event_id: event.id, stream_seq: ack.seq }, "event id taken by a message its owner did not sign; published under another message id");
+    this.#log.warn(
+      { ...logIds(event), event_id: event.id, stream_seq: ack.seq },
+      "event id taken by a message its owner did not sign; published under another message id",
+    );
     const msgID = `${event.id}~${messageDigest(data).toString("hex").slice(0, 16)}`;
     try {
       const again = await this.#js.publish(subject, data, { msgID, headers: h, ...this.#attempts });
@@ -361,6 +371,38 @@ export class NatsEventBus implements EventBus {
     } catch (error) {
       throw new PublishError(`publish of ${event.id} to ${subject} was not acknowledged`, { cause: error });
     }
+  }
+
+  /**
+   * The producer span of a publish (messaging conventions), its context injected into the headers. The step
+   * that publishes (the active span) records the event as a span event and takes its attributes (see `stepAttributes`).
+   */
+  #publishSpan(event: ToolgateEvent, subject: string, bytes: number, h: MsgHdrs): Span {
+    const active = context.active();
+    const attributes = eventAttributes(event);
+    const step = trace.getSpan(active);
+    step?.addEvent(event.type, attributes).setAttributes(stepAttributes(attributes));
+    const parent = step || !this.#options.runTraces ? active : this.#options.runTraces.runContext(event.run_id);
+    const template = destinationTemplate(subject, event);
+    const span = this.#tracer.startSpan(
+      `publish ${template}`,
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: {
+          ...attributes,
+          "messaging.system": "nats",
+          "messaging.operation.type": "send",
+          "messaging.operation.name": "publish",
+          "messaging.destination.name": subject,
+          "messaging.destination.template": template,
+          "messaging.message.id": event.id,
+          "messaging.message.body.size": bytes,
+        },
+      },
+      parent,
+    );
+    propagation.inject(trace.setSpan(parent, span), h, headerSetter);
+    return span;
   }
 
   /**
@@ -399,7 +441,7 @@ export class NatsEventBus implements EventBus {
     if (!parsed.ok || subjectMismatch(subjects, stored.subject, parsed.event)) return undefined;
     const problem = this.#options.trust?.check(parsed.event, signatureFacts(stored.header, stored.data));
     if (problem) {
-      this.#log.warn({ event_id: parsed.event.id, stream_seq: stored.seq, problem }, "stored event not signed by its owner; ignored");
+      this.#log.warn({ ...logIds(parsed.event), event_id: parsed.event.id, stream_seq: stored.seq, problem }, "stored event not signed by its owner; ignored");
       return undefined;
     }
     return parsed.event;
@@ -552,11 +594,27 @@ export class NatsEventBus implements EventBus {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
       return;
     }
-    const parent = propagation.extract(context.active(), msg.headers, headerGetter);
+    const extracted = propagation.extract(context.active(), msg.headers, headerGetter);
+    const parent = trace.getSpan(extracted) || !this.#options.runTraces ? extracted : this.#options.runTraces.runContext(event.run_id);
+    const template = destinationTemplate(msg.subject, event);
     await context.with(parent, () =>
       this.#tracer.startActiveSpan(
-        `${spec.name} ${event.kind}.${event.type}`,
-        { kind: SpanKind.CONSUMER, attributes: { "messaging.system": "nats", "messaging.destination.name": msg.subject, "toolgate.event_id": event.id } },
+        `process ${template}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            ...eventAttributes(event),
+            "messaging.system": "nats",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": msg.subject,
+            "messaging.destination.template": template,
+            "messaging.consumer.group.name": spec.name,
+            "messaging.message.id": event.id,
+            "messaging.message.body.size": msg.data.byteLength,
+            "toolgate.delivery_count": delivery.deliveryCount,
+          },
+        },
         async (span) => {
           const outcome = await this.#outcome(handler, event, delivery, spec);
           if ("error" in outcome) {
@@ -580,7 +638,10 @@ export class NatsEventBus implements EventBus {
     try {
       return { disposition: await handler(event, delivery) };
     } catch (error) {
-      this.#log.warn({ err: error, consumer: spec.name, event_id: event.id, delivery: delivery.deliveryCount }, "handler failed; will redeliver");
+      this.#log.warn(
+        { err: error, consumer: spec.name, ...logIds(event), event_id: event.id, delivery: delivery.deliveryCount },
+        "handler failed; will redeliver",
+      );
       return { error };
     }
   }
@@ -600,7 +661,7 @@ export class NatsEventBus implements EventBus {
     if (action.op === "ack") msg.ack();
     else if (action.op === "nak") msg.nak(action.delayMs);
     else {
-      this.#log.warn({ consumer: spec.name, event_id: event.id, reason: action.reason }, "message terminated");
+      this.#log.warn({ consumer: spec.name, ...logIds(event), event_id: event.id, reason: action.reason }, "message terminated");
       // No reason on the wire: servers before 2.10 ignore "+TERM <reason>" and redeliver after the ack wait.
       msg.term();
     }
@@ -617,6 +678,7 @@ export class NatsEventBus implements EventBus {
     this.#log.warn(
       {
         consumer: spec.name,
+        ...logIds(event),
         event_id: event.id,
         type: `${event.kind}.${event.type}`,
         claimed_source: event.source,
@@ -632,7 +694,7 @@ export class NatsEventBus implements EventBus {
       try {
         await this.publish(report);
       } catch (error) {
-        this.#log.warn({ err: error, event_id: event.id }, "refusal report not published; the refused message comes back");
+        this.#log.warn({ err: error, ...logIds(event), event_id: event.id }, "refusal report not published; the refused message comes back");
         msg.nak(1_000);
         return;
       }
@@ -736,12 +798,23 @@ function legacyDurableNames(name: string, prefix: string, filters: readonly stri
   return [...new Set(filters.map((f, i) => (short.indexOf(short[i]!) === short.lastIndexOf(short[i]!) ? short[i]! : clean(tokensOf(f).join("_")))))];
 }
 
+/** The ids a log line about `event` carries (the logger adds the run's `trace_id`). */
+function logIds(event: ToolgateEvent): { run_id: string; call_id?: string } {
+  return event.kind === "call" ? { run_id: event.run_id, call_id: event.call_id } : { run_id: event.run_id };
+}
+
+/** The subject with its call or run id replaced by a placeholder: a low-cardinality span name (`toolgate.call.{call_id}.proposed`). */
+function destinationTemplate(subject: string, event: ToolgateEvent): string {
+  const id = event.kind === "call" ? event.call_id : event.run_id;
+  return subject.replace(`.${id}.`, event.kind === "call" ? ".{call_id}." : ".{run_id}.");
+}
+
 /**
  * A W3C traceparent for `event` without a span to take it from: the trace is its run (trace id derived from
  * the run id), the span its event (span id derived from the event id), not sampled.
  */
 function runTraceParent(event: ToolgateEvent): string {
-  return `00-${sha256(event.run_id).slice(7, 39)}-${sha256(event.id).slice(7, 23)}-00`;
+  return `00-${runTraceId(event.run_id)}-${spanIdOf(event.id)}-00`;
 }
 
 function subjectMismatch(subjects: SubjectCatalogue, subject: string, event: ToolgateEvent): EventRejection | undefined {

@@ -1,0 +1,81 @@
+import { context, SpanStatusCode, trace, type Attributes } from "@opentelemetry/api";
+import type { ToolgateEvent } from "@toolgate/contracts";
+import type { RunTraces } from "@toolgate/telemetry";
+import type { Delivery, EventHandler } from "./event-bus.js";
+
+/**
+ * What a span may say about an event (seed 001 §7.1): its ids, tool and contract version, attempt, outcome
+ * (status, error code, duration), approval id, idempotency-key digest, tokens — read from a fixed list of
+ * envelope and payload fields, never an argument, a result's data, a message text or a principal. Names follow
+ * the OpenTelemetry generative-AI conventions where they have one (`gen_ai.tool.name`, `gen_ai.tool.call.id`).
+ */
+export function eventAttributes(event: ToolgateEvent): Attributes {
+  const a: Attributes = { "toolgate.event.type": `${event.kind}.${event.type}`, "toolgate.run_id": event.run_id, "toolgate.attempt": event.attempt };
+  if (event.kind === "call") a["toolgate.call_id"] = event.call_id;
+  if (event.tool) {
+    a["gen_ai.tool.name"] = event.tool.name;
+    a["toolgate.schema_version"] = event.tool.version;
+  }
+  const p = event.payload as Record<string, unknown>;
+  if (!event.tool && typeof p.tool_name === "string") a["gen_ai.tool.name"] = p.tool_name.slice(0, 128);
+  if (typeof p.provider_call_id === "string") a["gen_ai.tool.call.id"] = p.provider_call_id;
+  if (typeof p.approval_id === "string") a["toolgate.approval_id"] = p.approval_id;
+  if (typeof p.idempotency_key_hash === "string") a["toolgate.idempotency_key_hash"] = p.idempotency_key_hash;
+  if (typeof p.duration_ms === "number") a["toolgate.duration_ms"] = p.duration_ms;
+  if (typeof p.turn === "number") a["toolgate.turn"] = p.turn;
+  if (typeof p.tokens === "number") a["toolgate.tokens"] = p.tokens;
+  if (typeof p.model_version === "string") a["gen_ai.response.model"] = p.model_version;
+  if (typeof p.reason === "string" && event.kind === "run") a["toolgate.stop_reason"] = p.reason;
+  if (typeof p.code === "string") a["toolgate.error_code"] = p.code;
+  if (typeof p.delay_ms === "number") a["toolgate.retry.delay_ms"] = p.delay_ms;
+  if (typeof p.ok === "boolean") a["toolgate.status"] = p.ok ? "ok" : "error";
+  const result = p.result as { ok?: unknown; error?: { code?: unknown }; retryable?: unknown } | undefined;
+  if (typeof result === "object" && result !== null && typeof result.ok === "boolean") Object.assign(a, resultAttributes(result));
+  return a;
+}
+
+/** The outcome attributes of a result envelope: status, error code (also as `error.type`), retryable. */
+function resultAttributes(result: { ok?: unknown; error?: { code?: unknown }; retryable?: unknown }): Attributes {
+  const code = result.ok === false && typeof result.error?.code === "string" ? result.error.code : undefined;
+  return {
+    "toolgate.status": result.ok === true ? "ok" : "error",
+    ...(code ? { "toolgate.error_code": code, "error.type": code } : {}),
+    ...(typeof result.retryable === "boolean" ? { "toolgate.retryable": result.retryable } : {}),
+  };
+}
+
+/**
+ * What the step that publishes `event` (the active span) takes from it: the event's attributes but its type, so a
+ * step's span ends up with the tool, attempt, key digest and outcome of what it published.
+ */
+export function stepAttributes(attributes: Attributes): Attributes {
+  const { "toolgate.event.type": _type, ...rest } = attributes;
+  return rest;
+}
+
+/**
+ * Runs `handler` inside a span of its own (a named step of a call: `policy_decision`, `execute_tool <tool>`,
+ * `attach_result`), a child of the message's span, with the event's attributes; ended when the handler settles,
+ * marked as an error when it throws. Without spans (`runs` undefined) returns `handler` itself: nothing is added.
+ */
+export function withStepSpan(
+  runs: RunTraces | undefined,
+  step: string,
+  name: (event: ToolgateEvent) => string,
+  handler: EventHandler,
+  attributes: Attributes = {},
+): EventHandler {
+  if (!runs) return handler;
+  return async (event: ToolgateEvent, delivery: Delivery) => {
+    const span = runs.start(name(event), { attributes: { ...stepAttributes(eventAttributes(event)), ...attributes, "toolgate.step": step } });
+    try {
+      return await context.with(trace.setSpan(context.active(), span), () => handler(event, delivery));
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR });
+      throw error;
+    } finally {
+      span.end();
+    }
+  };
+}
