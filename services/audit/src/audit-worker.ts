@@ -11,7 +11,8 @@ import { redactEvent, type ToolLookup } from "./redact.js";
 export function auditHandler(deps: { store: AuditStore; tools: ToolLookup; logger: Logger; refusals?: Counter<"reporter" | "reason"> }): EventHandler {
   return async (event: ToolgateEvent, delivery: Delivery): Promise<Disposition> => {
     const outcome = await deps.store.append(redactEvent(event, deps.tools), delivery.streamSeq, delivery.signature);
-    if (outcome === "duplicate") deps.logger.debug({ event_id: event.id }, "event already stored");
+    if (outcome === "duplicate")
+      deps.logger.debug({ event_id: event.id, run_id: event.run_id, ...(event.kind === "call" ? { call_id: event.call_id } : {}) }, "event already stored");
     else if (event.type === "event_refused") {
       const { refused_event_id, refused_type, claimed_source, reason, key_id, stream_seq } = event.payload;
       deps.refusals?.inc({ reporter: event.source, reason });

@@ -11,8 +11,8 @@ const config = loadConfig(process.env);
 await runService({
   name: "audit",
   config,
-  async start({ logger, stats, metrics }) {
-    const infra = await connectInfrastructure("audit", config, { logger, stats });
+  async start({ logger, stats, metrics, tracing }) {
+    const infra = await connectInfrastructure("audit", config, { logger, stats, tracing });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,

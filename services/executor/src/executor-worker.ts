@@ -154,7 +154,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     const callId = event.call_id;
     const reason = refusal(event, deps.verifier);
     if (reason) {
-      log.warn({ call_id: callId, reason, stream_seq: delivery.streamSeq }, "authorization refused");
+      log.warn({ call_id: callId, run_id: event.run_id, reason, stream_seq: delivery.streamSeq }, "authorization refused");
       // Nothing runs. The call still ends (its caller, and any lock held for it, must not wait forever).
       await deps.bus.publish(nextCallEvent(origin, "refused", "executor", { reason, detail: REFUSAL_DETAIL[reason] }));
       await publishTerminal(origin, failure(callId, "PERMISSION_DENIED", "the authorization for this call could not be verified; nothing ran"), 1, s + 2, 0);
@@ -185,7 +185,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       now: new Date(now()),
     });
     if (!approval.ok) {
-      log.warn({ call_id: callId, code: approval.code, detail: approval.detail, stream_seq: delivery.streamSeq }, "approval refused");
+      log.warn({ call_id: callId, run_id: event.run_id, code: approval.code, detail: approval.detail, stream_seq: delivery.streamSeq }, "approval refused");
       await deps.bus.publish(nextCallEvent(origin, "refused", "executor", { reason: "approval_invalid", detail: approval.detail }));
       // When an earlier presentation of this call consumed the approval, that one owns the call's terminal event.
       if (approval.terminal) await publishTerminal(origin, failure(callId, approval.code, approval.message), 1, s + 2, 0);
@@ -197,7 +197,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     }
     const unavailable = deps.invoker.refusal(tool);
     if (unavailable !== undefined) {
-      log.warn({ call_id: callId, tool: tool.contract.name, reason: unavailable }, "tool not available");
+      log.warn({ call_id: callId, run_id: event.run_id, tool: tool.contract.name, reason: unavailable }, "tool not available");
       await publishTerminal(origin, failure(callId, "TOOL_DISABLED", `${tool.contract.name} is not available at the moment`), 1, s + 2, 0);
       return ACK;
     }
@@ -235,7 +235,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       case "replay": {
         // Worth an operator's attention: a duplicate delivery, a duplicate publish, or one business key used twice.
         log.info(
-          { call_id: callId, tool: tool.contract.name, attempt: claim.attempt, delivery: delivery.deliveryCount },
+          { call_id: callId, run_id: event.run_id, tool: tool.contract.name, attempt: claim.attempt, delivery: delivery.deliveryCount },
           "replayed the stored result of a completed key",
         );
         const replayed = { ...claim.result, call_id: callId, replayed: true };
@@ -316,7 +316,9 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     // A lost `started` is published again (same event id); it never costs the attempt's known result.
     const startedLanded = async (): Promise<void> => {
       if (await started) return;
-      await deps.bus.publish(startedEvent).catch((error: unknown) => log.warn({ err: error, call_id: callId, attempt }, "could not publish started"));
+      await deps.bus
+        .publish(startedEvent)
+        .catch((error: unknown) => log.warn({ err: error, call_id: callId, run_id: event.run_id, attempt }, "could not publish started"));
     };
     const end = s + 2 * attempt;
     if (judged.kind !== "result") await startedLanded();
@@ -350,7 +352,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         await startedLanded();
         const failedAt = now();
         if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + decision.delayMs)))) {
-          log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+          log.warn({ call_id: callId, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
           return ACK;
         }
         deps.metrics?.retries.inc({ tool: tool.contract.name, code: result.error.code });
@@ -401,12 +403,12 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   async function notStarted(event: Authorized, key: string, claim: Owned, delivery: Delivery, error: unknown): Promise<Disposition> {
     const { attempt } = claim;
     const callId = event.call_id;
-    log.warn({ err: error, call_id: callId, attempt }, "the start of a write was not acknowledged; the tool did not run");
+    log.warn({ err: error, call_id: callId, run_id: event.run_id, attempt }, "the start of a write was not acknowledged; the tool did not run");
     const result = failure(callId, "UPSTREAM_UNAVAILABLE", "the call could not be recorded as started, so it did not run", { retryable: true });
     const delayMs = Math.min(BUSY_RECHECK_MS * 2 ** (delivery.deliveryCount - 1), 5_000);
     const failedAt = now();
     if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + delayMs)))) {
-      log.warn({ call_id: callId, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+      log.warn({ call_id: callId, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
     deps.metrics?.retries.inc({ tool: event.payload.decision.tool.name, code: "UPSTREAM_UNAVAILABLE" });
@@ -421,7 +423,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
           { attempt, time: new Date(failedAt) },
         ),
       )
-      .catch((publishError: unknown) => log.warn({ err: publishError, call_id: callId, attempt }, "could not publish retry_scheduled"));
+      .catch((publishError: unknown) => log.warn({ err: publishError, call_id: callId, run_id: event.run_id, attempt }, "could not publish retry_scheduled"));
     return retryLater("the start of the attempt was not acknowledged", delayMs);
   }
 
@@ -440,7 +442,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     downstream?: Downstream,
   ): Promise<Disposition> {
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
-      log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+      log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
     await beforePublish?.();
@@ -462,7 +464,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   ): Promise<Disposition> {
     // Best effort: the outcome of this attempt is what must reach the stream; a redelivery tries the trace again.
     await Promise.all(traceEarlierRetries(event, claim)).catch((error: unknown) =>
-      log.warn({ err: error, call_id: event.call_id, attempt: claim.attempt }, "could not publish the retries of earlier attempts"),
+      log.warn({ err: error, call_id: event.call_id, run_id: event.run_id, attempt: claim.attempt }, "could not publish the retries of earlier attempts"),
     );
     const { attempt } = claim;
     const operationId = tool.contract.status_check
@@ -483,14 +485,17 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   async function deadLetter(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery, reason: string): Promise<Disposition> {
     const { attempt } = claim;
     const evidenceRef = `evd_${event.call_id.slice(5)}_${attempt}`;
-    log.error({ call_id: event.call_id, tool: tool.contract.name, attempt, deliveries: delivery.deliveryCount, reason }, "dead-lettering a call");
+    log.error(
+      { call_id: event.call_id, run_id: event.run_id, tool: tool.contract.name, attempt, deliveries: delivery.deliveryCount, reason },
+      "dead-lettering a call",
+    );
     await recordEvidence(evidenceRef, event.call_id, tool.contract.name, attempt, {
       kind: "dead_letter",
       detail: { reason, deliveries: delivery.deliveryCount, abandoned: claim.kind === "taken_over" ? claim.abandoned : 0 },
     });
     const result = failure(event.call_id, "EXECUTION_ERROR", `${tool.contract.name} could not be executed and was given up`, { evidence_ref: evidenceRef });
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
-      log.warn({ call_id: event.call_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+      log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
     await recordDeadLetter(event, tool.contract.name, reason, delivery.deliveryCount, attempt);
@@ -535,7 +540,10 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     } catch (error) {
       if (delivery.deliveryCount < deps.maxDeliveries) throw error;
       // The last delivery failed too (the store or the bus kept failing, or a bug): end the call explicitly.
-      log.error({ err: error, call_id: event.call_id, deliveries: delivery.deliveryCount }, "giving up on a call after its last delivery");
+      log.error(
+        { err: error, call_id: event.call_id, run_id: event.run_id, deliveries: delivery.deliveryCount },
+        "giving up on a call after its last delivery",
+      );
       const reason = "the executor failed on every delivery";
       await recordDeadLetter(event, event.payload.decision.tool.name, reason, delivery.deliveryCount, 1);
       deps.metrics?.deadLetters.inc({ tool: event.payload.decision.tool.name });

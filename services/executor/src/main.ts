@@ -1,3 +1,4 @@
+import { withStepSpan } from "@toolgate/bus";
 import { MongoApprovalStore } from "@toolgate/approvals";
 import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
@@ -20,12 +21,12 @@ const config = loadConfig(process.env);
 await runService({
   name: "executor",
   config,
-  async start({ logger, stats, metrics }) {
+  async start({ logger, stats, metrics, tracing }) {
     const measured = executorMetrics(metrics);
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
-    const infra = await connectInfrastructure("executor", config, { logger, stats });
+    const infra = await connectInfrastructure("executor", config, { logger, stats, tracing });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
     const shutdown = new AbortController();
     const evidence = infra.db.collection<EvidenceRecord>("execution_evidence");
@@ -122,24 +123,30 @@ await runService({
         // delivery unseen. The handler bounds them: delivery EXECUTOR_MAX_DELIVER runs no tool and ends the call.
         maxDeliver: -1,
       },
-      executorHandler({
-        bus: infra.bus,
-        contracts: catalog,
-        invoker,
-        store: keys,
-        operations: tracker,
-        verifier,
-        approvals: new MongoApprovalStore(infra.db),
-        evidence,
-        deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
-        executorId: config.INSTANCE_ID,
-        leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
-        leases,
-        maxDeliveries: config.EXECUTOR_MAX_DELIVER,
-        maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
-        logger,
-        metrics: measured,
-      }),
+      withStepSpan(
+        tracing.runs,
+        "execution",
+        (event) => `execute_tool ${event.tool?.name ?? "unknown"}`,
+        executorHandler({
+          bus: infra.bus,
+          contracts: catalog,
+          invoker,
+          store: keys,
+          operations: tracker,
+          verifier,
+          approvals: new MongoApprovalStore(infra.db),
+          evidence,
+          deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
+          executorId: config.INSTANCE_ID,
+          leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
+          leases,
+          maxDeliveries: config.EXECUTOR_MAX_DELIVER,
+          maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
+          logger,
+          metrics: measured,
+        }),
+        { "gen_ai.operation.name": "execute_tool" },
+      ),
     );
     const operationsWorker = await infra.bus.consume(
       {

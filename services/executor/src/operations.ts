@@ -158,7 +158,7 @@ export class OperationTracker implements OperationControl {
     if (isFinished(event.payload.state)) return ACK;
     const view = await this.#deps.store.get(event.payload.operation_id);
     if (!view || view.record.call_id !== event.call_id) {
-      this.#log.warn({ call_id: event.call_id, operation_id: event.payload.operation_id }, "update for an unknown operation ignored");
+      this.#log.warn({ call_id: event.call_id, run_id: event.run_id, operation_id: event.payload.operation_id }, "update for an unknown operation ignored");
       return ACK;
     }
     if (stateRank(view.state) > stateRank(event.payload.state)) {

@@ -75,7 +75,7 @@ export class CallOutcomes {
       if (delivery.deliveryCount < LATE_RECORD_MAX_DELIVERIES && age < LATE_RECORD_WINDOW_MS) {
         return retryLater("no record of this call yet", Math.min(100 * 2 ** delivery.deliveryCount, LATE_RECORD_RECHECK_MAX_MS));
       }
-      logger.warn({ call_id: event.call_id, type: event.type }, "terminal event for a call this orchestrator never recorded");
+      logger.warn({ call_id: event.call_id, run_id: event.run_id, type: event.type }, "terminal event for a call this orchestrator never recorded");
       return ACK;
     }
     const attach: CallResultRecord = {
@@ -106,7 +106,7 @@ export class CallOutcomes {
     } else {
       const first = await store.getResult(call._id);
       if (first && first.terminal !== event.type)
-        logger.error({ call_id: call._id, first: first.terminal, second: event.type }, "second terminal event for one call ignored");
+        logger.error({ call_id: call._id, run_id: call.run_id, first: first.terminal, second: event.type }, "second terminal event for one call ignored");
     }
     // Always (a redelivery may follow a crash right after the attach): releasing twice is a no-op.
     await this.#deps.scheduler.finished(call);

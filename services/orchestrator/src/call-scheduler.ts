@@ -1,9 +1,10 @@
 import type { EventBus } from "@toolgate/bus";
 import { canonicalHash, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
 import { jsonDepth, MAX_ARGUMENT_DEPTH, resourceKeys, type ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, RunTraces } from "@toolgate/telemetry";
 import type { ResourceLocks } from "./resource-locks.js";
 import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+import { startProposalSpan } from "./run-spans.js";
 
 /** What the scheduler needs to know about a proposed call, derived once when the model proposes it. */
 export interface CallTraits {
@@ -66,16 +67,18 @@ export class CallScheduler {
   readonly #bus: EventBus;
   readonly #locks: ResourceLocks;
   readonly #log: Logger;
+  readonly #traces: RunTraces | undefined;
   /** Calls this process already published, so a re-run does not publish them again. */
   readonly #proposed = new Set<CallId>();
   /** Runs with a write waiting for a lock, retried by the sweeper. */
   readonly blocked = new Map<RunId, number>();
 
-  constructor(deps: { store: RunStore; bus: EventBus; locks: ResourceLocks; logger: Logger }) {
+  constructor(deps: { store: RunStore; bus: EventBus; locks: ResourceLocks; logger: Logger; traces?: RunTraces | undefined }) {
     this.#store = deps.store;
     this.#bus = deps.bus;
     this.#locks = deps.locks;
     this.#log = deps.logger;
+    this.#traces = deps.traces;
   }
 
   /**
@@ -94,7 +97,7 @@ export class CallScheduler {
       if (await this.#locks.acquire(nextWrite.resources, nextWrite._id)) pending.push(this.#propose(run, nextWrite));
       else {
         blocked = true;
-        this.#log.debug({ call_id: nextWrite._id, resources: nextWrite.resources }, "write waits for a resource lock");
+        this.#log.debug({ call_id: nextWrite._id, run_id: run._id, resources: nextWrite.resources }, "write waits for a resource lock");
       }
     }
     await Promise.all(pending);
@@ -111,16 +114,20 @@ export class CallScheduler {
 
   async #propose(run: RunRecord, call: CallRecord): Promise<void> {
     if (this.#proposed.has(call._id)) return;
-    await this.#bus.publish(
-      nextCallEvent({ call_id: call._id, run_id: run._id, principal: run.principal, seq: 0 }, "proposed", "orchestrator", {
-        provider_call_id: call.provider_call_id,
-        tool_name: call.tool_name,
-        arguments_json: call.arguments_json,
-        context: run.context,
-        turn: call.turn,
-        taint: call.taint,
-      }),
-    );
+    const event = nextCallEvent({ call_id: call._id, run_id: run._id, principal: run.principal, seq: 0 }, "proposed", "orchestrator", {
+      provider_call_id: call.provider_call_id,
+      tool_name: call.tool_name,
+      arguments_json: call.arguments_json,
+      context: run.context,
+      turn: call.turn,
+      taint: call.taint,
+    });
+    const traces = this.#traces;
+    if (!traces) await this.#bus.publish(event);
+    else {
+      const span = startProposalSpan(traces, run, call);
+      await traces.within(span, () => this.#bus.publish(event)).finally(() => span.end());
+    }
     this.#proposed.add(call._id);
   }
 }

@@ -1,4 +1,4 @@
-import { ClaimLedger } from "@toolgate/bus";
+import { ClaimLedger, withStepSpan } from "@toolgate/bus";
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -57,9 +57,9 @@ const defaultBudgets: Budgets = {
 await runService({
   name: "orchestrator",
   config,
-  async start({ logger, stats, metrics }) {
+  async start({ logger, stats, metrics, tracing }) {
     const measured = orchestratorMetrics(metrics);
-    const infra = await connectInfrastructure("orchestrator", config, { logger, stats });
+    const infra = await connectInfrastructure("orchestrator", config, { logger, stats, tracing });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,
@@ -76,7 +76,7 @@ await runService({
     });
     const waiters = new CallWaiters({ store, bus: infra.bus, subjects: infra.subjects });
     const runWaiters = new RunWaiters({ bus: infra.bus, subjects: infra.subjects });
-    const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger });
+    const scheduler = new CallScheduler({ store, bus: infra.bus, locks: new ResourceLocks(infra.db), logger, traces: tracing.runs });
     // What a model is offered: enabled tools, never a quarantined definition.
     const models = modelAdapters(() => contracts.offeredTools().map((t) => t.contract));
     const loop = new RunLoop({
@@ -92,6 +92,7 @@ await runService({
       logger,
       orphans: { lookbackMs: config.ORCHESTRATOR_ORPHAN_LOOKBACK_MS, graceMs: config.ORCHESTRATOR_ORPHAN_GRACE_MS },
       metrics: measured,
+      traces: tracing.runs,
     });
     const worker = await infra.bus.consume(
       {
@@ -103,7 +104,7 @@ await runService({
         ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
       },
-      loop.onTerminal,
+      withStepSpan(tracing.runs, "attach", () => "attach_result", loop.onTerminal),
     );
     const approvals = await infra.bus.consume(
       {

@@ -92,7 +92,7 @@ export class OrphanSweep {
           for (const type of TERMINAL_CALL_EVENT_TYPES) {
             const outcome = await bus.lastEvent("call", c._id, type);
             if (outcome) {
-              this.#deps.logger.warn({ call_id: c._id, type }, "an outcome in the stream was never attached; attaching it now");
+              this.#deps.logger.warn({ call_id: c._id, run_id: c.run_id, type }, "an outcome in the stream was never attached; attaching it now");
               await attach(outcome);
               return;
             }

@@ -1,8 +1,9 @@
 import type { EventBus } from "@toolgate/bus";
 import { runEvent, type RunId } from "@toolgate/contracts";
-import type { Counter, Logger } from "@toolgate/telemetry";
+import type { Counter, Logger, RunTraces } from "@toolgate/telemetry";
 import type { StopReason } from "./budgets.js";
 import type { LoopState, ProgressWriter } from "./loop-state.js";
+import { recordRunSpan } from "./run-spans.js";
 import type { RunEnd, RunRecord, RunStore } from "./run-store.js";
 
 /**
@@ -20,6 +21,8 @@ export class RunEnds {
       logger: Logger;
       /** Counts each stop this process claims, by reason (`toolgate_runs_stopped_total`). */
       stopped?: Counter<"reason">;
+      /** With spans: the run's span is recorded by the process that ends it. */
+      traces?: RunTraces | undefined;
     },
   ) {}
 
@@ -41,6 +44,7 @@ export class RunEnds {
     if (!(await this.#claim(run._id, end, [latest, latest + 1]))) return false;
     this.deps.logger.info({ run_id: run._id, reason }, "run stopped");
     this.deps.stopped?.inc({ reason });
+    if (this.deps.traces) recordRunSpan(this.deps.traces, run, end);
     await this.publish(run, end);
     return true;
   }
@@ -48,6 +52,7 @@ export class RunEnds {
   /** Ends the run as completed with its final answer; false when a stop got there first. */
   async complete(run: RunRecord, end: Extract<RunEnd, { status: "completed" }>): Promise<boolean> {
     if (!(await this.#claim(run._id, end))) return false;
+    if (this.deps.traces) recordRunSpan(this.deps.traces, run, end);
     await this.publish(run, end);
     return true;
   }

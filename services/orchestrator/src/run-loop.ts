@@ -2,7 +2,7 @@ import type { ClaimLedger, EventBus, EventHandler } from "@toolgate/bus";
 import { newRunId, runEvent, type CallId, type Principal, type RunContext, type RunId, type ToolgateEvent } from "@toolgate/contracts";
 import type { ModelAdapter, ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, RunTraces } from "@toolgate/telemetry";
 import type { Budgets } from "./budgets.js";
 import { CallOutcomes } from "./call-outcomes.js";
 import type { CallScheduler } from "./call-scheduler.js";
@@ -40,6 +40,8 @@ export interface RunLoopDeps {
   orphans?: { lookbackMs: number; graceMs: number };
   /** Where calls' outcomes and runs' stops are counted. */
   metrics?: Pick<OrchestratorMetrics, "calls" | "runsStopped">;
+  /** With spans: the run's, its turns' and its calls' spans (see `RunTraces`). */
+  traces?: RunTraces | undefined;
 }
 
 /**
@@ -65,7 +67,16 @@ export class RunLoop {
     const { store, bus, contracts, scheduler, logger, instanceId } = deps;
     const state = this.#state;
     const progress = new ProgressWriter(store, logger);
-    this.#ends = new RunEnds({ store, bus, state, progress, instanceId, logger, ...(deps.metrics ? { stopped: deps.metrics.runsStopped } : {}) });
+    this.#ends = new RunEnds({
+      store,
+      bus,
+      state,
+      progress,
+      instanceId,
+      logger,
+      traces: deps.traces,
+      ...(deps.metrics ? { stopped: deps.metrics.runsStopped } : {}),
+    });
     this.#player = new TurnPlayer({
       store,
       bus,
@@ -78,6 +89,7 @@ export class RunLoop {
       instanceId,
       logger,
       now,
+      traces: deps.traces,
     });
     this.#host = new HostCalls({
       store,

@@ -2,13 +2,14 @@ import type { EventBus } from "@toolgate/bus";
 import { runEvent, TERMINAL_CALL_EVENT_TYPES, type CallEvent, type RunId } from "@toolgate/contracts";
 import type { ModelAdapter, ModelResponse } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, RunTraces } from "@toolgate/telemetry";
 import { checkFinalAnswer, checkTurn, checkTurnStart, type Usage } from "./budgets.js";
 import type { CallScheduler } from "./call-scheduler.js";
 import { Durable } from "./durable.js";
 import type { ActiveRun, LoopState, ProgressWriter } from "./loop-state.js";
 import { callRecords, taintOf, validateCalls } from "./proposals.js";
 import type { RunEnds } from "./run-ends.js";
+import { startTurnSpan } from "./run-spans.js";
 import type { CallRecord, CallResultRecord, RunRecord, RunStore, TurnRecord } from "./run-store.js";
 import { transcriptOf } from "./transcript.js";
 
@@ -24,6 +25,8 @@ export interface TurnPlayerDeps {
   instanceId: string;
   logger: Logger;
   now: () => number;
+  /** With spans: each turn played is a span of the run's trace. */
+  traces?: RunTraces | undefined;
 }
 
 /**
@@ -44,8 +47,15 @@ export class TurnPlayer {
     this.play(active).catch((error: unknown) => this.#deps.logger.error({ err: error, run_id: active.run._id }, "run step failed"));
   }
 
-  /** Plays the turn the run is at, which this process claimed. */
+  /** Plays the turn the run is at, which this process claimed (in the turn's span, with spans). */
   async play(active: ActiveRun): Promise<void> {
+    const traces = this.#deps.traces;
+    if (!traces) return this.#play(active);
+    const span = startTurnSpan(traces, active.run);
+    return traces.within(span, () => this.#play(active)).finally(() => span.end());
+  }
+
+  async #play(active: ActiveRun): Promise<void> {
     const { store, ends, now } = this.#deps;
     const run = active.run;
     const registry = this.#deps.contracts.registry();

@@ -15,7 +15,7 @@ import {
   type RunStopReason,
 } from "@toolgate/contracts";
 import type { CompiledTool, CurrentContracts } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, RunTraces } from "@toolgate/telemetry";
 import { authorizeApproval, authorizeCall } from "./authorization.js";
 import type { CedarPolicies } from "./cedar-policies.js";
 import { deniedMessage } from "./decide.js";
@@ -74,6 +74,8 @@ export interface ApprovalDeskDeps {
   grantTtlMs: number;
   logger: Logger;
   now?: () => Date;
+  /** With spans: each decision's events are published in an `approval_wait` span, from request to decision. */
+  traces?: RunTraces | undefined;
 }
 
 const NOT_FOUND: DeskRefusal = { status: 404, code: "APPROVAL_NOT_FOUND", message: "no such approval request" };
@@ -141,7 +143,14 @@ export class ApprovalDesk {
       ),
     );
     this.#deps.logger.info(
-      { call_id: record.call_id, approval_id: record._id, plan_hash: record.plan_hash, reasons: record.reasons, policy_version: policyVersion },
+      {
+        call_id: record.call_id,
+        run_id: record.run_id,
+        approval_id: record._id,
+        plan_hash: record.plan_hash,
+        reasons: record.reasons,
+        policy_version: policyVersion,
+      },
       "approval requested",
     );
     return record;
@@ -299,7 +308,14 @@ export class ApprovalDesk {
       };
     }
     this.#deps.logger.info(
-      { call_id: request.call_id, approval_id: id, outcome, approver: `${approver.tenant}/${approver.subject}`, plan_hash: request.plan_hash },
+      {
+        call_id: request.call_id,
+        run_id: request.run_id,
+        approval_id: id,
+        outcome,
+        approver: `${approver.tenant}/${approver.subject}`,
+        plan_hash: request.plan_hash,
+      },
       "approval decided",
     );
     await this.#publish(request, decision);
@@ -318,7 +334,10 @@ export class ApprovalDesk {
       now,
     });
     if (authorization.kind !== "deny") return undefined;
-    this.#deps.logger.warn({ approval_id: request._id, reasons: authorization.reasons }, "approved call no longer allowed by policy");
+    this.#deps.logger.warn(
+      { call_id: request.call_id, run_id: request.run_id, approval_id: request._id, reasons: authorization.reasons },
+      "approved call no longer allowed by policy",
+    );
     return authorization.reasons;
   }
 
@@ -332,14 +351,45 @@ export class ApprovalDesk {
     if (check.allowed) return undefined;
     if (log)
       this.#deps.logger.info(
-        { approval_id: request._id, approver: `${approver.tenant}/${approver.subject}`, reasons: check.reasons },
+        {
+          call_id: request.call_id,
+          run_id: request.run_id,
+          approval_id: request._id,
+          approver: `${approver.tenant}/${approver.subject}`,
+          reasons: check.reasons,
+        },
         "approver lacks the right",
       );
     return { status: 403, code: "NOT_AN_APPROVER", message: "you do not hold the right to approve this call" };
   }
 
-  /** Publishes what a decision produces; idempotent (same event ids, same signed decision), then marks it published. */
+  /**
+   * Publishes what a decision produces; idempotent (same event ids, same signed decision), then marks it published.
+   * With spans, inside the call's `approval_wait` span (requested → decided), a child of the call's proposal.
+   */
   async #publish(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord): Promise<void> {
+    const traces = this.#deps.traces;
+    if (!traces) return this.#publishDecision(request, decision);
+    const span = traces.start(
+      "approval_wait",
+      {
+        startTime: request.requested_at,
+        attributes: {
+          "toolgate.step": "approval_wait",
+          "toolgate.run_id": request.run_id,
+          "toolgate.call_id": request.call_id,
+          "toolgate.approval_id": request._id,
+          "toolgate.approval.outcome": decision.outcome,
+          "gen_ai.tool.name": request.tool.name,
+          "toolgate.schema_version": request.tool.version,
+        },
+      },
+      traces.callContext(request.run_id, request.call_id),
+    );
+    return traces.within(span, () => this.#publishDecision(request, decision)).finally(() => span.end());
+  }
+
+  async #publishDecision(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord): Promise<void> {
     const origin: CallEventOrigin = {
       call_id: request.call_id,
       run_id: request.run_id,

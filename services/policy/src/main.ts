@@ -1,5 +1,5 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
-import { ACK, terminate } from "@toolgate/bus";
+import { ACK, terminate, withStepSpan } from "@toolgate/bus";
 import { decisionSigner } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -17,7 +17,7 @@ const config = loadConfig(process.env);
 await runService({
   name: "policy",
   config,
-  async start({ logger, stats, metrics }) {
+  async start({ logger, stats, metrics, tracing }) {
     const signer = decisionSigner(config.POLICY_SIGNING_KEY);
     let fingerprint = policyDirFingerprint(config.POLICY_DIR);
     // A policy set that does not load stops the start: no decision is ever made without one.
@@ -38,7 +38,7 @@ await runService({
     }, config.POLICY_RELOAD_MS);
     reloader.unref();
 
-    const infra = await connectInfrastructure("policy", config, { logger, stats });
+    const infra = await connectInfrastructure("policy", config, { logger, stats, tracing });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,
@@ -47,6 +47,7 @@ await runService({
     const quotas = new MongoQuotaCounter(infra.db);
     await Promise.all([store.ensureIndexes(), quotas.ensureIndexes()]);
     const desk = new ApprovalDesk({
+      traces: tracing.runs,
       store,
       bus: infra.bus,
       contracts,
@@ -66,17 +67,22 @@ await runService({
         ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
       },
-      policyHandler({
-        bus: infra.bus,
-        contracts,
-        policies: () => policies,
-        signer,
-        decisionTtlMs: config.POLICY_DECISION_TTL_MS,
-        quotas,
-        desk,
-        logger,
-        decisions: measured.decisions,
-      }),
+      withStepSpan(
+        tracing.runs,
+        "policy_decision",
+        () => "policy_decision",
+        policyHandler({
+          bus: infra.bus,
+          contracts,
+          policies: () => policies,
+          signer,
+          decisionTtlMs: config.POLICY_DECISION_TTL_MS,
+          quotas,
+          desk,
+          logger,
+          decisions: measured.decisions,
+        }),
+      ),
     );
 
     // A run that stops withdraws its calls' open approval requests, so none of them can run after the stop.

@@ -101,7 +101,7 @@ export function policyHandler(deps: PolicyWorkerDeps): EventHandler {
         );
         // Every authorization is an audited event; at info the log keeps what was refused, not each call let through.
         deps.logger.debug(
-          { call_id: event.call_id, tool: verdict.tool.contract.name, reasons: verdict.reasons, policy_version: policies.version },
+          { call_id: event.call_id, run_id: event.run_id, tool: verdict.tool.contract.name, reasons: verdict.reasons, policy_version: policies.version },
           "authorized",
         );
         break;
@@ -110,7 +110,13 @@ export function policyHandler(deps: PolicyWorkerDeps): EventHandler {
     await deps.bus.publish(out);
     if (verdict.kind !== "authorized") {
       deps.logger.info(
-        { call_id: event.call_id, verdict: verdict.kind, code: verdict.result.error.code, ...(verdict.kind === "denied" ? { reasons: verdict.reasons } : {}) },
+        {
+          call_id: event.call_id,
+          run_id: event.run_id,
+          verdict: verdict.kind,
+          code: verdict.result.error.code,
+          ...(verdict.kind === "denied" ? { reasons: verdict.reasons } : {}),
+        },
         "proposal not authorized",
       );
     }
