@@ -17,5 +17,6 @@ export {
   type CallOptions,
 } from "./tool-calls.js";
 export { FakeProviders, type FakeDialect, type RecordedRequest } from "./fake-providers.js";
+export { OtlpReceiver, type ReceivedSpan, type SpanAttributeValue } from "./otlp-receiver.js";
 export { ExecutorDriver, type DrivenResult } from "./executor-driver.js";
 export { PrivateNats, PrivateNatsCluster, PrivateNatsNode, PrivateFerretDb, freePort, type PrivateIdentities } from "./private-servers.js";
