@@ -249,3 +249,13 @@ export const JsonRpcErrorSchema = named(
   }),
   "JsonRpcError",
 );
+
+export const ResourceMetadataSchema = named(
+  z.object({
+    resource: z.string(),
+    authorization_servers: z.array(z.string()),
+    bearer_methods_supported: z.array(z.literal("header")),
+    resource_name: z.string(),
+  }),
+  "ProtectedResourceMetadata",
+);

@@ -3,6 +3,14 @@ import { ModelProviderSchema } from "@toolgate/models";
 import { baseEnvShape, jsonEnv, parseEnv } from "@toolgate/service-runtime";
 import { z } from "zod";
 
+/** A comma-separated list (blanks dropped). */
+const commaList = z.string().transform((text) =>
+  text
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item.length > 0),
+);
+
 const OrchestratorEnvSchema = z.object({
   ...baseEnvShape,
   /** JSON array of API credentials `[{ key | key_sha256, principal }]`. Secret: never logged. */
@@ -82,6 +90,42 @@ const OrchestratorEnvSchema = z.object({
    * request is answered 503 at once. Default: four times `ORCHESTRATOR_MAX_SUBMISSIONS`.
    */
   ORCHESTRATOR_MAX_WAITING: z.coerce.number().int().min(0).max(1_000_000).optional(),
+  /**
+   * Host names (no port: any port) a request to `/mcp` may name in its `Host` header; any other is 403 (DNS
+   * rebinding). Comma-separated; add the names a deployment is reached by. Default: the loopback names.
+   */
+  ORCHESTRATOR_MCP_ALLOWED_HOSTS: commaList.default(["localhost", "127.0.0.1", "[::1]"]),
+  /**
+   * Origins a browser's request to `/mcp` may come from (`scheme://host`, any port, or `scheme://host:port`);
+   * a request with any other `Origin` is 403, one without `Origin` (not a browser) is not checked. Default: loopback.
+   */
+  ORCHESTRATOR_MCP_ALLOWED_ORIGINS: commaList.default([
+    "http://localhost",
+    "http://127.0.0.1",
+    "http://[::1]",
+    "https://localhost",
+    "https://127.0.0.1",
+    "https://[::1]",
+  ]),
+  /**
+   * The orchestrator's public base URL (e.g. `https://toolgate.example.com`): the MCP resource named in its
+   * protected-resource metadata and `WWW-Authenticate`. Default: the request's own scheme and (allowed) `Host`.
+   */
+  ORCHESTRATOR_PUBLIC_URL: z.url().optional(),
+  /**
+   * Authorization servers named in `/.well-known/oauth-protected-resource`, comma-separated. Default: the issuers
+   * of `ORCHESTRATOR_JWT_ISSUERS`.
+   */
+  ORCHESTRATOR_MCP_AUTHORIZATION_SERVERS: commaList.optional(),
+  /** Policy's approval page (e.g. `https://policy.example.com/approvals`), named to MCP clients whose call waits for a human. */
+  ORCHESTRATOR_APPROVAL_URL: z.url().optional(),
+  /** How long an MCP session (its run, task and log level) is kept after it started. */
+  ORCHESTRATOR_MCP_SESSION_TTL_MS: z.coerce
+    .number()
+    .int()
+    .min(60_000)
+    .max(30 * 24 * 3_600_000)
+    .default(24 * 3_600_000),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;

@@ -7,6 +7,7 @@ import type { CallWaiters } from "./call-waiters.js";
 import type { RunWaiters } from "./run-waiters.js";
 import type { Authenticator } from "@toolgate/identity";
 import type { McpFrontDoor } from "./mcp-front-door.js";
+import { MCP_RESOURCE_METADATA_PATH, type McpHttpPolicy } from "./mcp-http.js";
 import type { Logger, ServiceMetrics } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunRecord, RunStore } from "./run-store.js";
@@ -18,6 +19,7 @@ import {
   IdempotencyHeadersSchema,
   JsonRpcErrorSchema,
   NotReadySchema,
+  ResourceMetadataSchema,
   ProviderParamsSchema,
   ProviderPendingSchema,
   ProviderResultsQuerySchema,
@@ -133,6 +135,8 @@ export async function orchestratorApi(deps: {
   contracts: { registry(): ToolRegistry };
   authenticator: Authenticator;
   mcp: McpFrontDoor;
+  /** The MCP endpoint's Host/Origin allow-list and its OAuth protected-resource metadata. */
+  mcpHttp: McpHttpPolicy;
   idempotency: HostIdempotency;
   availability: Availability;
   /** Bounds the work requests start at once; beyond it they are answered 503 before touching the store. */
@@ -158,12 +162,26 @@ export async function orchestratorApi(deps: {
     void parseJson(request, text, done);
   });
 
+  const isMcp = (url: string) => url === "/mcp" || url.startsWith("/mcp?");
+  // DNS rebinding: a request to the MCP endpoint must name an allowed Host (and, from a browser, Origin), before
+  // anything else about it is looked at.
+  app.addHook("onRequest", async (request, reply) => {
+    if (!isMcp(request.url)) return;
+    const refusal = deps.mcpHttp.refusal(request.headers);
+    if (!refusal) return;
+    deps.logger.warn({ host: request.headers.host, origin: request.headers.origin, status: 403 }, "MCP request refused: Host or Origin not allowed");
+    return reply.code(403).send({ jsonrpc: "2.0", error: { code: -32000, message: `Forbidden: ${refusal}` }, id: null });
+  });
   app.addHook("onRequest", async (request, reply) => {
     if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json" || request.url === "/metrics") return;
+    if (request.url.startsWith("/.well-known/oauth-protected-resource")) return;
     const auth = await deps.authenticator.authenticate(request.headers.authorization);
     if (!auth.ok) {
       // The reason is for operators; the caller only learns that it is not authenticated.
       deps.logger.info({ reason: auth.reason, url: request.url }, "request not authenticated");
+      // An MCP client learns where to get a token (RFC 9728 §5.1, as the MCP authorization spec asks).
+      if (isMcp(request.url))
+        reply.header("www-authenticate", deps.mcpHttp.wwwAuthenticate(deps.mcpHttp.baseUrl(request.headers, request.protocol === "https")));
       return apiError(reply, 401, "UNAUTHENTICATED", "a valid API key or token is required (Authorization: Bearer …)");
     }
     request.principal = auth.principal;
@@ -517,13 +535,33 @@ export async function orchestratorApi(deps: {
     },
   );
 
+  // RFC 9728: where an MCP client finds the authorization servers whose tokens this endpoint accepts.
+  for (const path of ["/.well-known/oauth-protected-resource", MCP_RESOURCE_METADATA_PATH]) {
+    app.get(
+      path,
+      {
+        schema: {
+          summary: "OAuth 2.0 protected-resource metadata (RFC 9728) of the MCP endpoint: the authorization servers whose tokens it accepts. No credentials.",
+          security: [],
+          response: { 200: response("the metadata", ResourceMetadataSchema) },
+        },
+      },
+      (request) => Promise.resolve(deps.mcpHttp.resourceMetadata(deps.mcpHttp.baseUrl(request.headers, request.protocol === "https"))),
+    );
+  }
+
   // The MCP front door: the SDK's transport writes the response itself.
   // A body the API cannot read is refused before the transport sees it, with the API's error body; what the
   // transport refuses is a JSON-RPC error.
   const mcpError = z.union([JsonRpcErrorSchema, ErrorBodySchema]);
   const mcpRefusals = {
-    400: response("a body that is not JSON (INVALID_REQUEST) or not a JSON-RPC message, a batch too large, or an unsupported MCP-Protocol-Version", mcpError),
-    ...unauthenticated,
+    400: response(
+      "a body that is not JSON (INVALID_REQUEST) or not a JSON-RPC message, a batch too large, an unsupported MCP-Protocol-Version, or an initialize whose Toolgate-Run-Id / Toolgate-Task-Id the server refuses",
+      mcpError,
+    ),
+    401: error("UNAUTHENTICATED, with WWW-Authenticate naming the protected-resource metadata (resource_metadata=…)"),
+    403: response("the Host or Origin header is not allowed (DNS rebinding protection)", JsonRpcErrorSchema),
+    404: response("Mcp-Session-Id names no session of the caller (it expired, or never existed): initialize again", JsonRpcErrorSchema),
     406: response("the Accept header does not allow application/json and text/event-stream", JsonRpcErrorSchema),
     ...failed,
   };
@@ -532,7 +570,7 @@ export async function orchestratorApi(deps: {
     url: "/mcp",
     schema: {
       summary:
-        'MCP front door (Streamable HTTP, stateless): tools/list and tools/call over the registry, with every check in the path. POST carries JSON-RPC messages; GET opens an event stream (stateless: it sends no events); DELETE ends nothing (there are no sessions). A tools/call with params._meta["toolgate/idempotency-key"] is the same call when retried (JSON-RPC errors with data.code IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_FLIGHT, UNAVAILABLE).',
+        "MCP front door (Streamable HTTP, protocol 2025-11-25): tools/list, tools/call (also as a task: tasks/get, tasks/result, tasks/cancel, tasks/list), logging/setLevel, over the registry with every check in the path. initialize issues Mcp-Session-Id, bound to a run and its task (Toolgate-Run-Id, Toolgate-Task-Id); an identical call in a session joins the first. POST carries JSON-RPC messages (a tools/call or tasks/result answers as an event stream with its progress and log messages); GET opens an event stream that sends nothing. A call waiting for a human is APPROVAL_REQUIRED (or a URL elicitation, -32042, for clients that support it). JSON-RPC errors carry data.code (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_FLIGHT, UNAVAILABLE, CALL_PENDING).",
       response: {
         200: {
           description: "POST: the JSON-RPC response (or an array of them for a batch); GET: an event stream; DELETE: no body",

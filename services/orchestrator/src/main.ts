@@ -9,6 +9,8 @@ import { RunWaiters } from "./run-waiters.js";
 import { loadConfig } from "./config.js";
 import { orchestratorApi } from "./http-api.js";
 import { McpFrontDoor } from "./mcp-front-door.js";
+import { McpHttpPolicy } from "./mcp-http.js";
+import { McpSessions } from "./mcp-sessions.js";
 import { orchestratorMetrics } from "./metrics.js";
 import type { ModelAdapter } from "@toolgate/models";
 import type { ToolContractInput } from "@toolgate/registry";
@@ -152,7 +154,27 @@ await runService({
       maxWaiting: config.ORCHESTRATOR_MAX_WAITING ?? 4 * config.ORCHESTRATOR_MAX_SUBMISSIONS,
     });
     const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
-    const mcp = new McpFrontDoor({ loop, waiters, contracts, store, idempotency, outage, logger });
+    const sessions = new McpSessions(infra.db, { ttlMs: config.ORCHESTRATOR_MCP_SESSION_TTL_MS });
+    await sessions.ensureIndexes();
+    const mcp = new McpFrontDoor({
+      loop,
+      waiters,
+      contracts,
+      store,
+      sessions,
+      idempotency,
+      bus: infra.bus,
+      subjects: infra.subjects,
+      approvalUrl: config.ORCHESTRATOR_APPROVAL_URL,
+      outage,
+      logger,
+    });
+    const mcpHttp = new McpHttpPolicy({
+      allowedHosts: config.ORCHESTRATOR_MCP_ALLOWED_HOSTS,
+      allowedOrigins: config.ORCHESTRATOR_MCP_ALLOWED_ORIGINS,
+      publicUrl: config.ORCHESTRATOR_PUBLIC_URL,
+      authorizationServers: config.ORCHESTRATOR_MCP_AUTHORIZATION_SERVERS ?? config.ORCHESTRATOR_JWT_ISSUERS.map((i) => i.issuer),
+    });
     const admission = new Admission(
       config.ORCHESTRATOR_MAX_SUBMISSIONS,
       config.ORCHESTRATOR_MAX_WAITING === undefined ? {} : { maxWaiting: config.ORCHESTRATOR_MAX_WAITING },
@@ -165,6 +187,7 @@ await runService({
       contracts,
       authenticator,
       mcp,
+      mcpHttp,
       idempotency,
       availability,
       admission,
