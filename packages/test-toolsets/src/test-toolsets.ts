@@ -2,13 +2,14 @@ import type { ToolContractInput, ToolDefinition } from "@toolgate/registry";
 import type { Db } from "mongodb";
 import { benchContracts, benchTools, ExecutionCounter, type ExecutionReport } from "./bench-tools.js";
 import { chaosContracts, chaosTools } from "./chaos-tools.js";
+import { conformanceContracts, conformanceTools } from "./conformance-tools.js";
 import { EffectLedger } from "./effect-ledger.js";
 
-/** `bench` (benchmark tools) and `chaos` (misbehaving tools for the executor's tests). */
-export const TEST_TOOLSET_NAMES = ["bench", "chaos"] as const;
+/** `bench` (benchmark tools), `chaos` (misbehaving tools for the executor's tests) and `conformance` (the MCP conformance suite's fixtures). */
+export const TEST_TOOLSET_NAMES = ["bench", "chaos", "conformance"] as const;
 export type TestToolsetName = (typeof TEST_TOOLSET_NAMES)[number];
 
-const contractsByName: Record<TestToolsetName, ToolContractInput[]> = { bench: benchContracts, chaos: chaosContracts };
+const contractsByName: Record<TestToolsetName, ToolContractInput[]> = { bench: benchContracts, chaos: chaosContracts, conformance: conformanceContracts };
 
 export function testToolsetContracts(names: readonly TestToolsetName[]): ToolContractInput[] {
   return [...new Set(names)].flatMap((name) => contractsByName[name]);
@@ -26,6 +27,10 @@ export interface TestToolsetDependencies {
 export function testToolsetDefinitions(names: readonly TestToolsetName[], deps: TestToolsetDependencies): ToolDefinition[] {
   const ledger = new EffectLedger(deps.db, deps.executorId);
   return [...new Set(names)].flatMap((name) =>
-    name === "bench" ? benchTools(ledger, deps.executions ? new ExecutionCounter(deps.executions) : undefined) : chaosTools(deps.db, ledger),
+    name === "bench"
+      ? benchTools(ledger, deps.executions ? new ExecutionCounter(deps.executions) : undefined)
+      : name === "chaos"
+        ? chaosTools(deps.db, ledger)
+        : conformanceTools(),
   );
 }

@@ -10,14 +10,15 @@ import { operationContracts, operationTools, type OperationControl } from "./ope
  * Names of the tool sets an executor can enable: `research` (the C04 tools), `operations` (get_operation /
  * cancel_operation), `mcp_examples` (tools of two official MCP servers), and, only where the package
  * `@toolgate/test-toolsets` is installed (a development checkout, never the production image), `bench`
- * (benchmark tools) and `chaos` (misbehaving tools for the executor's tests).
+ * (benchmark tools), `chaos` (misbehaving tools for the executor's tests) and `conformance` (the MCP conformance suite's
+ * fixture tools).
  */
-export const ToolsetNameSchema = z.enum(["research", "bench", "operations", "mcp_examples", "chaos"]);
+export const ToolsetNameSchema = z.enum(["research", "bench", "operations", "mcp_examples", "chaos", "conformance"]);
 export type ToolsetName = z.infer<typeof ToolsetNameSchema>;
 
 type ProductionToolset = Exclude<ToolsetName, TestToolset>;
-type TestToolset = "bench" | "chaos";
-const TEST_TOOLSETS: readonly ToolsetName[] = ["bench", "chaos"];
+type TestToolset = "bench" | "chaos" | "conformance";
+const TEST_TOOLSETS: readonly ToolsetName[] = ["bench", "chaos", "conformance"];
 
 const contractsByName: Record<ProductionToolset, ToolContractInput[]> = {
   research: researchContracts,
