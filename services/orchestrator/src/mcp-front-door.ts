@@ -138,9 +138,12 @@ export class McpFrontDoor {
       }
     }
     const server = this.#server(principal, session, admission);
-    // A transport per request (any replica serves a session): JSON answers, except for calls, which stream their
-    // progress and log messages before their result.
-    const transport = new StreamableHTTPServerTransport({ ...(sessionIdGenerator ? { sessionIdGenerator } : {}), enableJsonResponse: !streamsProgress(body) });
+    // A transport per request (any replica serves a session): JSON answers, except for calls whose client asked for
+    // progress or log messages, which stream them before their result.
+    const transport = new StreamableHTTPServerTransport({
+      ...(sessionIdGenerator ? { sessionIdGenerator } : {}),
+      enableJsonResponse: !streamsProgress(body, session),
+    });
     res.on("close", () => {
       void transport.close();
       void server.close();
@@ -661,12 +664,17 @@ function initializeParams(body: unknown): { capabilities: Record<string, unknown
   };
 }
 
-/** Whether a POST carries a request that may send notifications before its answer (a call, a task's result). */
-function streamsProgress(body: unknown): boolean {
+/**
+ * Whether a POST carries a request with something to send before its answer: a call whose client asked for
+ * progress or set a log level, or a task's result that may carry a URL elicitation. Anything else is plain JSON.
+ */
+function streamsProgress(body: unknown, session: McpSession | undefined): boolean {
   const messages: unknown[] = Array.isArray(body) ? body : [body];
   return messages.some((m) => {
-    const method = typeof m === "object" && m !== null ? (m as { method?: unknown }).method : undefined;
-    return method === "tools/call" || method === "tasks/result";
+    if (typeof m !== "object" || m === null) return false;
+    const { method, params } = m as { method?: unknown; params?: { _meta?: { progressToken?: unknown } } };
+    if (method === "tools/call") return params?._meta?.progressToken !== undefined || session?.log_level !== undefined;
+    return method === "tasks/result" && supportsUrlElicitation(session);
   });
 }
 

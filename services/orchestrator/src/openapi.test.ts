@@ -44,6 +44,8 @@ describe("the OpenAPI document", () => {
     const document = app.swagger() as unknown as { paths: Record<string, Record<string, { responses: Record<string, { headers?: object }> }>> };
     expect(Object.keys(document.paths).sort()).toEqual(
       [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
         "/healthz",
         "/mcp",
         "/metrics",
