@@ -77,6 +77,13 @@ export interface EventBus {
    * the log. Throws when the stream cannot be read (retryable).
    */
   lastEvent(kind: "call" | "run", id: string, type: string): Promise<ToolgateEvent | undefined>;
+  /**
+   * Every stored event under `filters` (subject filters that do not overlap, e.g. one call's and one run's),
+   * oldest first, at most `limit`: read once through a short-lived consumer, each event checked like
+   * {@link lastEvent} (an invalid message, or one not signed by its owner, is left out). `truncated` when the
+   * stream holds more. For views of what happened (a run's timeline); throws when the stream cannot be read.
+   */
+  history(filters: readonly string[], limit: number): Promise<{ events: ToolgateEvent[]; truncated: boolean }>;
   /** Starts a pipelined worker on a durable consumer (created or updated idempotently). */
   consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker>;
   /**

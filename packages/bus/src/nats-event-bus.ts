@@ -57,6 +57,12 @@ export class PublishError extends Error {
   }
 }
 
+/** A history read that did not get every stored event in time: named as the client's timeouts are (NATS not answering). */
+class HistoryTimeoutError extends Error {
+  readonly code = "HISTORY_TIMEOUT";
+  override readonly name = "TimeoutError";
+}
+
 /** The stream's durability settings; production runs R3 with `sync_interval: always` on the server. */
 export interface StreamSettings {
   replicas: number;
@@ -131,6 +137,9 @@ const PING_INTERVAL_MS = 2_000;
 const MAX_PINGS_OUT = 3;
 /** How long one pull request waits at the server; also the library's delay between consumer checks after a reconnect. */
 const PULL_EXPIRES_MS = 5_000;
+/** How long a history read waits for the messages its consumer had pending, and after how long idle the server drops it. */
+const HISTORY_FETCH_MS = 5_000;
+const HISTORY_IDLE_MS = 30_000;
 const headerSetter: TextMapSetter<MsgHdrs> = { set: (h, k, v) => h.set(k, v) };
 const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
   get: (h, k) => (h?.has(k) ? h.get(k) : undefined),
@@ -445,6 +454,47 @@ export class NatsEventBus implements EventBus {
       return undefined;
     }
     return parsed.event;
+  }
+
+  async history(filters: readonly string[], limit: number): Promise<{ events: ToolgateEvent[]; truncated: boolean }> {
+    if (filters.length === 0 || limit < 1) return { events: [], truncated: false };
+    const { subjects } = this.#options;
+    this.#stats.add("bus.read_history");
+    // An ephemeral consumer with no acks, in memory, removed right after (or by the server once idle, should
+    // this process die first): what it has pending when created is exactly what is read.
+    const info = await this.#jsm.consumers.add(subjects.stream, {
+      filter_subjects: [...filters],
+      deliver_policy: DeliverPolicy.All,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(HISTORY_IDLE_MS),
+    });
+    const events: ToolgateEvent[] = [];
+    try {
+      const wanted = Math.min(info.num_pending, limit);
+      if (wanted > 0) {
+        const consumer = await this.#js.consumers.get(subjects.stream, info.name);
+        const messages = await consumer.fetch({ max_messages: wanted, expires: HISTORY_FETCH_MS });
+        let read = 0;
+        for await (const msg of messages) {
+          read += 1;
+          const parsed = parseEvent(msg.data, this.#options.maxEventBytes);
+          if (parsed.ok && !subjectMismatch(subjects, msg.subject, parsed.event)) {
+            const problem = this.#options.trust?.check(parsed.event, signatureFacts(msg.headers, msg.data));
+            if (problem) this.#stats.add("bus.refused.history");
+            else events.push(parsed.event);
+          }
+          if (read >= wanted) break;
+        }
+        if (read < wanted) throw new HistoryTimeoutError(`read ${read} of ${wanted} stored events within ${HISTORY_FETCH_MS} ms`);
+      }
+    } finally {
+      await this.#jsm.consumers.delete(subjects.stream, info.name).catch((error: unknown) => {
+        this.#log.debug({ err: error, consumer: info.name }, "history consumer not deleted; the server removes it once idle");
+      });
+    }
+    return { events, truncated: info.num_pending > limit };
   }
 
   async consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker> {
