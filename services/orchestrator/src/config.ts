@@ -126,6 +126,11 @@ const OrchestratorEnvSchema = z.object({
     .min(60_000)
     .max(30 * 24 * 3_600_000)
     .default(24 * 3_600_000),
+  /**
+   * The audit API as the readers of the run timeline reach it (e.g. `https://audit.example.com`): the page links
+   * each run's and call's trail there. Unset: it shows the trail's path on the audit API.
+   */
+  ORCHESTRATOR_AUDIT_URL: z.url({ protocol: /^https?$/ }).optional(),
 });
 
 export type OrchestratorConfig = z.infer<typeof OrchestratorEnvSchema>;

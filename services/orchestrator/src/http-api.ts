@@ -47,6 +47,8 @@ import { IDEMPOTENCY_HEADER, parseIdempotencyKey, principalScope, requestFingerp
 import { classifyFailure, withDeadline, type Availability, type Dependency } from "./outage.js";
 import type { Admission, AdmissionTicket } from "./admission.js";
 import { INVALID_CHARACTERS, unsafeCalls, unsafeRunRequest } from "./inbound-text.js";
+import type { RunTimeline } from "./run-timeline.js";
+import { isTimelinePage, registerTimelineRoutes } from "./timeline-routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -84,6 +86,7 @@ function apiError(reply: FastifyReply, status: number, code: string, message: st
 const REFUSALS: Record<string, string> = {
   "POST /v1/runs": "invalid run request",
   "GET /v1/runs/:run_id": "expected a run id and an optional wait_ms",
+  "GET /v1/runs/:run_id/timeline": "expected a run id",
   "POST /v1/runs/:run_id/cancel": "expected a run id",
   "POST /v1/tool-calls": "invalid tool-call submission",
   "GET /v1/tool-calls/:call_id": "expected a call id and wait_ms from 0 to 60000",
@@ -145,6 +148,8 @@ export async function orchestratorApi(deps: {
   outage: { deadlineMs: number; retryAfterS: number };
   /** Served at `GET /metrics` (no API credentials: see `METRICS_TOKEN`). */
   metrics: ServiceMetrics;
+  /** A run's timeline (`GET /v1/runs/{run_id}/timeline` and the page at `/timeline`). */
+  timeline: Pick<RunTimeline, "of">;
   logger: Logger;
 }): Promise<FastifyInstance> {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 }).withTypeProvider<ZodTypeProvider>();
@@ -175,6 +180,8 @@ export async function orchestratorApi(deps: {
   app.addHook("onRequest", async (request, reply) => {
     if (request.url === "/healthz" || request.url === "/readyz" || request.url === "/openapi.json" || request.url === "/metrics") return;
     if (request.url.startsWith("/.well-known/oauth-protected-resource")) return;
+    // The timeline page holds no data: its script asks for a credential and sends it to the API.
+    if (isTimelinePage(request.url)) return;
     const auth = await deps.authenticator.authenticate(request.headers.authorization);
     if (!auth.ok) {
       // The reason is for operators; the caller only learns that it is not authenticated.
@@ -603,6 +610,8 @@ export async function orchestratorApi(deps: {
       }
     },
   });
+
+  registerTimelineRoutes(app, { timeline: deps.timeline, store: deps.store });
 
   // What the model may use: as Toolgate knows it (contract version and hash included), or in a provider's format.
   app.get(

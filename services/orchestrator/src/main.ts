@@ -17,6 +17,7 @@ import type { ToolContractInput } from "@toolgate/registry";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunLoop } from "./run-loop.js";
 import { RunStore } from "./run-store.js";
+import { RunTimeline } from "./run-timeline.js";
 import { MongoRequestIdempotencyStore } from "@toolgate/storage";
 import { HostIdempotency } from "./host-idempotency.js";
 import { Availability } from "./outage.js";
@@ -193,6 +194,14 @@ await runService({
       admission,
       outage,
       metrics,
+      timeline: new RunTimeline({
+        store,
+        loop,
+        bus: infra.bus,
+        subjects: infra.subjects,
+        contracts,
+        ...(config.ORCHESTRATOR_AUDIT_URL ? { auditUrl: config.ORCHESTRATOR_AUDIT_URL } : {}),
+      }),
       logger,
     });
     await api.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });

@@ -56,6 +56,7 @@ describe("the OpenAPI document", () => {
         "/v1/runs",
         "/v1/runs/{run_id}",
         "/v1/runs/{run_id}/cancel",
+        "/v1/runs/{run_id}/timeline",
         "/v1/tool-calls",
         "/v1/tool-calls/{call_id}",
         "/v1/tools",
@@ -70,6 +71,16 @@ describe("the OpenAPI document", () => {
           expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["400", "401", "404", "500", "503"]));
         if (operation.responses["503"]) expect(operation.responses["503"].headers, where).toHaveProperty("retry-after");
       }
+  });
+
+  it("leaves the timeline page and its assets out: they are not API", async () => {
+    const document = app.swagger() as unknown as { paths: Record<string, unknown> };
+    expect(Object.keys(document.paths).filter((p) => p.startsWith("/timeline"))).toEqual([]);
+    const page = await app.inject({ method: "GET", url: `/timeline?run_id=${runId}` });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers["content-security-policy"]).toContain("default-src 'none'");
+    // The data is not: without credentials the timeline is refused.
+    expect((await app.inject({ method: "GET", url: `/v1/runs/${runId}/timeline` })).statusCode).toBe(401);
   });
 
   it("names its shared schemas as components and keeps none that nothing uses", () => {
