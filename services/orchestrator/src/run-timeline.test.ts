@@ -177,8 +177,8 @@ describe("assembleTimeline", () => {
       authorized_at: at(5_050),
       approval: { approval_id: "apr_1", requested_at: at(40), expires_at: at(600_000), granted_at: at(5_040) },
       ended_at: at(5_900),
-      attached_at: at(5_960),
-      duration_ms: 5_940,
+      attached_at: at(5_950),
+      duration_ms: 5_930,
       execution_ms: 280,
     });
     expect(row!.attempts).toEqual([
@@ -249,6 +249,32 @@ describe("assembleTimeline", () => {
       events: [...events, callEvent(ended, "result_attached", 3, 35, { provider_call_id: "toolu_1", ok: false })],
     });
     expect(all.live).toBe(false);
+  });
+
+  it("stays live until the stream holds the events of what the records say has ended", () => {
+    const run = { ...runRecord("completed"), updated_at: new Date(T0 + 1_000) };
+    const call = callRecord(run._id, "{}");
+    const result: CallResultRecord = {
+      _id: call._id,
+      run_id: run._id,
+      turn: 0,
+      provider_call_id: "toolu_1",
+      tool_name: "charge_card",
+      terminal: "completed",
+      result: success(call._id, {}),
+      attached_at: new Date(T0 + 900),
+    };
+    const attached = callEvent(call, "result_attached", 5, 950, { provider_call_id: "toolu_1", ok: true });
+    const end = runEvent(run._id, "completed", 3, 1_000, { turns: 1, tool_calls: 1, final_text: "done" });
+    const soon = new Date(T0 + 2_000);
+    const timeline = (events: ToolgateEvent[], now = soon) => assembleTimeline({ run, calls: [call], results: [result], events, truncated: false, tools, now });
+    // The outcome is stored, and the run's end: their events are published right after.
+    expect(timeline([]).live).toBe(true);
+    expect(timeline([attached]).live).toBe(true);
+    expect(timeline([end]).live).toBe(true);
+    expect(timeline([attached, end]).live).toBe(false);
+    // Events that never came (their publisher died in between) stop being waited for.
+    expect(timeline([], new Date(T0 + 60_000)).live).toBe(false);
   });
 
   it("shows proposed arguments redacted by the tool's contract, hides unreadable ones of a tool with secrets, and links the audit trail", () => {

@@ -20,6 +20,12 @@ import type { CallRecord, CallResultRecord, RunRecord, RunStore } from "./run-st
 export const TIMELINE_MAX_CALLS = 100;
 /** The most events a timeline reads from the stream. */
 export const TIMELINE_MAX_EVENTS = 4_000;
+/**
+ * How long after a record says something ended its event is still expected on the stream: the orchestrator
+ * stores an attached outcome and a run's end before it publishes their events. Past this, a missing event is
+ * taken as lost (its publisher died in between) and no longer keeps the timeline live.
+ */
+export const TIMELINE_SETTLE_MS = 30_000;
 
 const TimeSchema = z.iso.datetime();
 
@@ -86,7 +92,9 @@ export const TimelineSchema = z.object({
   started_at: TimeSchema,
   ended_at: TimeSchema.optional(),
   server_time: TimeSchema,
-  live: z.boolean().describe("whether the run can still change: it is running, or a call has no attached outcome yet"),
+  live: z
+    .boolean()
+    .describe("whether the run can still change: it is running, a call has no attached outcome yet, or the events of what just ended are still to come"),
   turns: z.array(
     z.object({
       turn: z.number().int(),
@@ -246,7 +254,8 @@ function callRow(call: CallRecord, result: CallResultRecord | undefined, own: re
     terminal?.type ??
     (attempts.length > 0 ? "running" : authorized ? "authorized" : requested && !granted ? "awaiting_approval" : "proposed");
   const proposedAt = proposed?.time ?? iso(call.created_at);
-  const attachedAt = result ? iso(result.attached_at) : attachedEvent?.time;
+  // The trail's `result_attached` when it is there (the model's answer waits for it), else the record's time.
+  const attachedAt = attachedEvent?.time ?? (result ? iso(result.attached_at) : undefined);
   const endedAt = terminal?.time;
   const until = attachedAt ?? endedAt;
   const execution = terminal && (terminal.type === "completed" || terminal.type === "outcome_unknown") ? terminal.payload.duration_ms : undefined;
@@ -298,6 +307,12 @@ export function assembleTimeline(input: TimelineInput): Timeline {
   }
   const results = new Map(input.results.map((r) => [r._id, r]));
   const calls = input.calls.map((c) => callRow(c, results.get(c._id), byCall.get(c._id) ?? [], input));
+  const recent = (d: Date) => input.now.getTime() - d.getTime() < TIMELINE_SETTLE_MS;
+  // An outcome stored but whose `result_attached` is not on the stream yet (it is published right after).
+  const attaching = input.calls.some((c) => {
+    const stored = results.get(c._id);
+    return stored !== undefined && recent(stored.attached_at) && !(byCall.get(c._id) ?? []).some((e) => e.type === "result_attached");
+  });
   const orderedRunEvents = inChainOrder(runEvents);
   const started = orderedRunEvents.find((e) => e.type === "started");
   const ended = orderedRunEvents.find((e) => e.type === "completed" || e.type === "stopped");
@@ -315,7 +330,11 @@ export function assembleTimeline(input: TimelineInput): Timeline {
     started_at: started?.time ?? iso(run.created_at),
     ...(ended ? { ended_at: ended.time } : {}),
     server_time: iso(input.now),
-    live: run.status === "running" || calls.some((c) => !c.attached),
+    live:
+      run.status === "running" ||
+      calls.some((c) => !c.attached) ||
+      attaching ||
+      ((run.status === "completed" || run.status === "stopped") && !ended && recent(run.updated_at)),
     turns: [...turns.values()].sort((a, b) => a.turn - b.turn),
     run_events: orderedRunEvents.map(shown),
     calls,

@@ -39,9 +39,12 @@ export const TIMELINE_PAGE_HTML = `<!doctype html>
     <div id="run" hidden>
       <dl class="facts" id="run-facts"></dl>
       <p class="legend" aria-hidden="true">
-        <span class="key seg-policy"></span>policy <span class="key seg-approval"></span>approval wait
-        <span class="key seg-queue"></span>queued <span class="key seg-attempt"></span>attempt
-        <span class="key seg-attempt failed"></span>failed attempt <span class="key seg-attach"></span>attaching
+        <span><span class="key seg-policy"></span>policy</span>
+        <span><span class="key seg-approval"></span>approval wait</span>
+        <span><span class="key seg-queue"></span>queued</span>
+        <span><span class="key seg-attempt"></span>attempt</span>
+        <span><span class="key seg-attempt failed"></span>failed attempt</span>
+        <span><span class="key seg-attach"></span>attaching the outcome</span>
       </p>
       <div class="lane axis-lane" aria-hidden="true"><div></div><div id="axis" class="axis"></div></div>
       <div id="lanes"></div>
@@ -75,9 +78,12 @@ code { font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; 
 .facts dt { color: #555; }
 .facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
 .live { color: #1d6b35; font-weight: 600; }
-.legend { display: flex; flex-wrap: wrap; gap: .2rem .6rem; align-items: center; color: #555; font-size: .85rem; margin: 0 0 .5rem; }
-.legend .key { display: inline-block; width: 1.4rem; height: .7rem; border-radius: 2px; margin-right: .25rem; position: static; }
+.legend { display: flex; flex-wrap: wrap; gap: .2rem 1rem; align-items: center; color: #555; font-size: .85rem; margin: 0 0 .5rem; }
+.legend > span { white-space: nowrap; }
+.legend .key { display: inline-block; width: 1.4rem; height: .7rem; border-radius: 2px; margin-right: .3rem; vertical-align: -.05rem; }
 .lane { display: grid; grid-template-columns: minmax(0, 24rem) minmax(0, 1fr); gap: .25rem 1rem; align-items: start; }
+/* The axis lines up with the cards' tracks: the same columns inside the same padding and border. */
+.axis-lane { padding: 0 calc(.75rem + 1px); }
 .axis { position: relative; height: 1.6rem; border-bottom: 1px solid #8a8f98; }
 .tick { position: absolute; bottom: 0; height: .45rem; border-left: 1px solid #8a8f98; }
 .tick span { position: absolute; bottom: .5rem; left: 0; transform: translateX(-50%); font-size: .75rem; color: #555; white-space: nowrap; }
@@ -111,6 +117,7 @@ details.more summary, #run-events-box summary { cursor: pointer; color: #0b4f8a;
 table.events { border-collapse: collapse; font-size: .85rem; margin: .3rem 0; }
 table.events th, table.events td { text-align: left; padding: .15rem .6rem .15rem 0; vertical-align: top; }
 table.events td.detail { overflow-wrap: anywhere; min-width: 10rem; }
+table.events td.when { white-space: nowrap; }
 pre.arguments { margin: .3rem 0 0; padding: .5rem .75rem; max-height: 20rem; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere;
   font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #f6f7f9; border: 1px solid #d8dbe0; border-radius: 4px; }
 .j-key { color: #0b4f8a; }
@@ -275,7 +282,8 @@ export const TIMELINE_PAGE_JS = `"use strict";
     var steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 1800000, 3600000];
     var step = steps[steps.length - 1];
     for (var i = 0; i < steps.length; i++) if (span / steps[i] <= 8) { step = steps[i]; break; }
-    for (var ms = 0; ms <= span; ms += step) {
+    // Regular ticks, leaving room for the label of the end (the run's length, or now while it is live).
+    for (var ms = 0; ms <= span - step * 0.8 || ms === 0; ms += step) {
       var tick = el("div", "tick" + (ms === 0 ? " first" : ""));
       tick.style.left = ((ms / Math.max(span, 1)) * 100) + "%";
       tick.appendChild(el("span", "", "+" + duration(ms)));
@@ -284,7 +292,7 @@ export const TIMELINE_PAGE_JS = `"use strict";
     var last = el("div", "tick last");
     last.style.left = "100%";
     last.appendChild(el("span", "", (s.live ? "now +" : "+") + duration(span)));
-    if (span - Math.floor(span / step) * step > step / 2) axis.appendChild(last);
+    axis.appendChild(last);
   }
 
   function segment(track, s, cls, from, to, label) {
@@ -336,7 +344,7 @@ export const TIMELINE_PAGE_JS = `"use strict";
       row.setAttribute("data-time", e.time);
       row.appendChild(el("td", "", e.type));
       row.appendChild(el("td", "", String(e.attempt)));
-      var when = el("td");
+      var when = el("td", "when");
       when.appendChild(timeElement(e.time));
       row.appendChild(when);
       row.appendChild(el("td", "", "+" + duration(Math.max(Date.parse(e.time) - s.start, 0))));
@@ -427,7 +435,9 @@ export const TIMELINE_PAGE_JS = `"use strict";
     fact(facts, "Model", t.model, "model");
     fact(facts, "Started", timeElement(t.started_at), "started-at");
     if (t.ended_at) fact(facts, "Ended", timeElement(t.ended_at), "ended-at");
-    fact(facts, t.ended_at ? "Took" : "Running for", duration((t.ended_at ? Date.parse(t.ended_at) : s.now) - Date.parse(t.started_at)), "elapsed");
+    // A host-driven run never ends: it spans from its first event to its latest.
+    var elapsed = t.ended_at ? ["Took", Date.parse(t.ended_at)] : t.status === "external" ? ["Spans", s.end] : ["Running for", s.now];
+    fact(facts, elapsed[0], duration(elapsed[1] - Date.parse(t.started_at)), "elapsed");
     fact(facts, "Calls", t.calls.length + (t.truncated ? " (the latest; the run has more)" : ""), "call-count");
     fact(facts, "Updates", t.live ? el("span", "live", "live: refreshed every second") : el("span", "", "the run has ended"), "updates");
     fact(facts, "Audit", auditLink(t.audit_url, t.audit_path, "the run's audit trail"), "run-audit");
@@ -437,9 +447,12 @@ export const TIMELINE_PAGE_JS = `"use strict";
     lanes.textContent = "";
     var byId = new Map(t.calls.map(function (c) { return [c.call_id, c]; }));
     t.turns.forEach(function (turn) {
-      var h = el("h2", "turn", "Turn " + turn.turn);
+      // A host-driven run's calls come in submissions, not model turns.
+      var h = el("h2", "turn", t.status === "external" ? "Submission" : "Turn " + turn.turn);
       h.setAttribute("data-turn", String(turn.turn));
-      var note = turn.responded_at ? "model answered " + (turn.outcome || "") + " at +" + duration(Date.parse(turn.responded_at) - s.start) : "";
+      var first = byId.get(turn.call_ids[0]);
+      var note = turn.responded_at ? "model answered " + (turn.outcome || "") + " at +" + duration(Date.parse(turn.responded_at) - s.start)
+        : t.status === "external" && first ? "submitted at +" + duration(Math.max(Date.parse(first.proposed_at) - s.start, 0)) : "";
       note += (note ? " · " : "") + turn.call_ids.length + " call(s)";
       h.appendChild(el("span", "hint", note));
       lanes.appendChild(h);
