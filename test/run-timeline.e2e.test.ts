@@ -45,6 +45,8 @@ beforeAll(async () => {
     natsUrl: infra.natsUrl,
     mongoUrl: infra.mongoUrl,
     policyFiles: { "approve-test.cedar": APPROVE_SAVES },
+    // chaos_flaky fails its first attempts on purpose: a call with retries.
+    toolsets: ["research", "chaos"],
     env: { audit: { HTTP_PORT: String(auditPort) }, orchestrator: { ORCHESTRATOR_AUDIT_URL: auditUrl } },
   });
   mongo = await new MongoClient(infra.mongoUrl).connect();
@@ -218,7 +220,7 @@ describe("the run timeline page", () => {
     await page.close();
   });
 
-  it("masks sensitive arguments, shows error codes, renders model text as text, and shows a run only to its owner", async () => {
+  it("masks sensitive arguments, shows attempts and error codes, renders model text as text, and shows a run only to its owner", async () => {
     const refund = {
       order_id: "ord_7731",
       amount_cents: 12_999,
@@ -229,6 +231,7 @@ describe("the run timeline page", () => {
     const submitted = await stack.api<{ run_id: string; results: { call_id: string }[] }>("POST", "/v1/tool-calls", {
       context: { task_id: "task_timeline" },
       calls: [
+        { id: "h0", name: "chaos_flaky", arguments: { n: 1, failures: 2, code: "UPSTREAM_UNAVAILABLE", retry_after_ms: 100 } },
         { id: "h1", name: "issue_refund", arguments: refund },
         { id: "h2", name: "search_sources", arguments: { query: "agent state", source_type: "official", limit: 50 } },
         { id: "h3", name: MARKUP, arguments: {} },
@@ -237,12 +240,13 @@ describe("the run timeline page", () => {
     });
     expect(submitted.status).toBe(202);
     const runId = submitted.body.run_id;
-    const [refundCall, searchCall, markupCall] = submitted.body.results.map((r) => r.call_id) as [string, string, string];
+    const [flakyCall, refundCall, searchCall, markupCall] = submitted.body.results.map((r) => r.call_id) as [string, string, string, string];
     const requested = await waitForCallEvents(stack, refundCall, (es) => es.some((e) => e.type === "approval_requested"));
     const approvalId = (requested.find((e) => e.type === "approval_requested")!.payload as { approval_id: string }).approval_id;
     expect((await stack.policyApi("POST", `/v1/approvals/${approvalId}/deny`, { reason: "not this one" })).status).toBe(200);
     expect(await resultOf(stack, refundCall)).toMatchObject({ ok: false, error: { code: "APPROVAL_DENIED" } });
-    for (const id of [refundCall, searchCall, markupCall]) await settledCallEvents(stack, id);
+    const trails = new Map<string, AuditedEvent["event"][]>();
+    for (const id of [flakyCall, refundCall, searchCall, markupCall]) trails.set(id, await settledCallEvents(stack, id));
     // Neither the API's answer nor the page holds the secrets.
     expect(JSON.stringify((await timeline(runId)).body)).not.toMatch(new RegExp(`${SECRET_CARD}|${SECRET_TOKEN}`));
 
@@ -255,6 +259,24 @@ describe("the run timeline page", () => {
     expect(await field(card(searchCall), "error-code").innerText()).toBe("INVALID_ARGUMENTS");
     expect(await field(card(markupCall), "error-code").innerText()).toBe("UNKNOWN_TOOL");
     expect(await field(card(markupCall), "tool").innerText()).toBe(MARKUP);
+    // Three attempts of the flaky write: two failed with the code its retries name, the last one succeeded.
+    const flaky = card(flakyCall);
+    expect(await flaky.getAttribute("data-status")).toBe("completed");
+    expect(await flaky.locator('.seg[data-phase="attempt"]').count()).toBe(3);
+    expect(await flaky.locator('.seg[data-phase="attempt"].failed').count()).toBe(2);
+    expect(await flaky.locator(".line").first().innerText()).toContain("3 attempts");
+    const retries = trails
+      .get(flakyCall)!
+      .filter((e) => e.type === "retry_scheduled")
+      .map((e) => e.payload as { failed_attempt: number; code: string; delay_ms: number });
+    expect(retries.map((r) => [r.failed_attempt, r.code])).toEqual([
+      [1, "UPSTREAM_UNAVAILABLE"],
+      [2, "UPSTREAM_UNAVAILABLE"],
+    ]);
+    expect(await flaky.locator('tr[data-event-type="retry_scheduled"] td.detail').allTextContents()).toEqual(
+      retries.map((r) => `attempt ${r.failed_attempt} failed: ${r.code}; next in ${r.delay_ms} ms`),
+    );
+    for (const [id, trail] of trails) expect(await eventRows(card(id)), id).toEqual(auditRows(trail));
     expect(await page.locator("img").count()).toBe(0);
     expect(await page.evaluate("typeof window.__pwned")).toBe("undefined");
     const html = await page.content();
@@ -265,11 +287,10 @@ describe("the run timeline page", () => {
       "Hidden because the tool's contract marks them sensitive: /card_number, /auth/token",
     );
     // As audit stored the proposal: the same fields redacted.
-    const trail = await settledCallEvents(stack, refundCall);
+    const trail = trails.get(refundCall)!;
     const proposal = trail.find((e) => e.type === "proposed")!.payload as { arguments_json: string };
     const asShown = (await shown.textContent())!.replaceAll("hidden: sensitive", JSON.stringify("[REDACTED]"));
     expect(JSON.parse(asShown)).toEqual(JSON.parse(proposal.arguments_json));
-    expect(await eventRows(card(refundCall))).toEqual(auditRows(trail));
     await page.screenshot({ path: join(shots, "run-timeline-errors-1280.png"), fullPage: true });
     expect(problems).toEqual([]);
     await page.close();
