@@ -64,8 +64,9 @@ export async function loadContractFiles(paths: readonly string[]): Promise<Sourc
 
 /**
  * Imports a JavaScript module and collects the contracts it exports: contract objects, lists of them, and a
- * tool-set module's `toolsetContracts(names)` called with every name of its `ToolsetNameSchema`. Contracts
- * found twice with the same content are kept once by the caller (the linter and publisher compare hashes).
+ * tool-set module's `toolsetContracts(names)` called with every name of its `ToolsetNameSchema` (or, when the module
+ * exports `LINTED_TOOLSETS`, with those: a set of fixtures whose names an outside suite dictates is not linted
+ * as contracts of Toolgate's own). Contracts found twice with the same content are kept once by the caller (the linter and publisher compare hashes).
  */
 export async function loadContractModule(path: string): Promise<SourcedContract[]> {
   let module: Record<string, unknown>;
@@ -82,7 +83,7 @@ export async function loadContractModule(path: string): Promise<SourcedContract[
     }
   }
   const toolsets = module.toolsetContracts;
-  const names = (module.ToolsetNameSchema as { options?: unknown } | undefined)?.options;
+  const names = Array.isArray(module.LINTED_TOOLSETS) ? module.LINTED_TOOLSETS : (module.ToolsetNameSchema as { options?: unknown } | undefined)?.options;
   if (typeof toolsets === "function" && Array.isArray(names)) {
     // Synchronous or not: a tool-set module may load some of its sets only when asked for them.
     const listed: unknown = await (toolsets as (names: readonly unknown[]) => unknown)(names);

@@ -16,6 +16,13 @@ import { operationContracts, operationTools, type OperationControl } from "./ope
 export const ToolsetNameSchema = z.enum(["research", "bench", "operations", "mcp_examples", "chaos", "conformance"]);
 export type ToolsetName = z.infer<typeof ToolsetNameSchema>;
 
+/**
+ * The tool sets whose contracts are Toolgate's own and held to the contract linter (`pnpm lint:contracts`, and
+ * `test/repo-contracts-poison.test.ts`): every set but `conformance`, whose tool names (`test_simple_text`, …)
+ * the MCP conformance suite dictates and the linter rightly refuses for real tools.
+ */
+export const LINTED_TOOLSETS: readonly ToolsetName[] = ToolsetNameSchema.options.filter((name) => name !== "conformance");
+
 type ProductionToolset = Exclude<ToolsetName, TestToolset>;
 type TestToolset = "bench" | "chaos" | "conformance";
 const TEST_TOOLSETS: readonly ToolsetName[] = ["bench", "chaos", "conformance"];
