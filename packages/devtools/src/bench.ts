@@ -10,14 +10,19 @@
  * `--baseline` also runs, in the same invocation and before each run, a bare JetStream pipeline with
  * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
  *
+ * `--otlp-compare` runs each run twice, one right after the other: as usual, then with every service exporting its
+ * spans over OTLP/HTTP (protobuf, the batch span processor's defaults) to a sink on loopback that answers every
+ * export and counts it, and prints the exporter's cost as the ratio of each pair's sustained throughput.
+ *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
  *
  *   node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
- *        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline]
+ *        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline] [--otlp-compare]
  *        [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
  */
 import { writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
@@ -41,6 +46,7 @@ const { values: args } = parseArgs({
     "sleep-ms": { type: "string", default: "20" },
     "idle-calls": { type: "string", default: "300" },
     baseline: { type: "boolean", default: false },
+    "otlp-compare": { type: "boolean", default: false },
     "mongo-rtt-ms": { type: "string", default: "0.5" },
     /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
     "idempotency-keys": { type: "boolean", default: false },
@@ -240,12 +246,34 @@ function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
   return (command) => (command.includes(`.${stack}_tools.`) ? "tool" : "runtime");
 }
 
-async function oneRun(index: number): Promise<RunFigures> {
+/** Answers every OTLP export with 200 and counts them: the services' exporter costs what it would with a collector. */
+async function startOtlpSink(): Promise<{ url: string; requests: () => number; bytes: () => number; close: () => Promise<void> }> {
+  let requests = 0;
+  let bytes = 0;
+  const server = createServer((request, response) => {
+    request.on("data", (chunk: Buffer) => (bytes += chunk.length));
+    request.on("end", () => {
+      requests += 1;
+      response.writeHead(200, { "content-type": request.headers["content-type"] ?? "application/x-protobuf" }).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (typeof address !== "object" || !address) throw new Error("OTLP sink not listening");
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    requests: () => requests,
+    bytes: () => bytes,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures> {
   const tool = args.tool;
   const sleepMs = Number(args["sleep-ms"]);
   const concurrency = Number(args.concurrency);
   let bare: BarePipelineResult | undefined;
-  if (args.baseline) {
+  if (args.baseline && otlpEndpoint === undefined) {
     bare = await runBarePipeline({ natsUrl: NATS_URL, concurrency, durationS: Number(args.duration), idleCalls: Number(args["idle-calls"]) });
     console.log(
       `run ${index + 1}: bare JetStream pipeline: ${bare.throughput.rate.toFixed(0)} calls/s at ${concurrency} in flight, idle p50 ${bare.idle.p50.toFixed(2)} ms p99 ${bare.idle.p99.toFixed(2)} ms`,
@@ -258,7 +286,10 @@ async function oneRun(index: number): Promise<RunFigures> {
     toolsets: ["bench"],
     executors: Number(args.executors),
     logLevel: "warn",
-    extraEnv: { STATS_TRACE_CAPACITY: String(TRACE_CAPACITY) },
+    extraEnv: {
+      STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
+      ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" } : {}),
+    },
   });
   const mongo = await new MongoClient(MONGO_URL).connect();
   const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
@@ -268,7 +299,9 @@ async function oneRun(index: number): Promise<RunFigures> {
     ...SERVER_CPU_GROUPS,
   };
   try {
-    console.log(`run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}`);
+    console.log(
+      `run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}${otlpEndpoint ? ", spans exported over OTLP" : ""}`,
+    );
     await closedLoop(clients, 16, 2); // warm-up: JIT, connection pools, consumers
     // Each phase starts once the services (audit above all) have caught up with the previous one's events.
     await stack.quiesce();
@@ -494,8 +527,22 @@ function sumOf(record: Record<string, number>): number {
 
 async function main(): Promise<void> {
   const runs = [];
-  for (let i = 0; i < Number(args.runs); i++) runs.push(await oneRun(i));
+  const exporting: RunFigures[] = [];
+  const sink = args["otlp-compare"] ? await startOtlpSink() : undefined;
+  for (let i = 0; i < Number(args.runs); i++) {
+    runs.push(await oneRun(i));
+    if (sink) exporting.push(await oneRun(i, sink.url));
+  }
   report(runs);
+  if (sink) {
+    const ratios = runs.map((r, i) => exporting[i]!.sustained / r.sustained);
+    console.log(
+      `\nwith an OTLP exporter (${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB): sustained ${fmt(median(exporting.map((r) => r.sustained)), 0)} calls/s, ` +
+        `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => sumOf(r.cpu))))} ms per call; ` +
+        `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r) => fmt(r)).join(", ")})`,
+    );
+    await sink.close();
+  }
 }
 
 main().catch((error: unknown) => {
