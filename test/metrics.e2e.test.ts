@@ -257,6 +257,20 @@ describe("GET /metrics", () => {
     expect(moved(...p, "toolgate_events_published_total", { kind: "call", type: "authorized" })).toBe(3);
     expect(moved(...p, "toolgate_events_published_total", { kind: "call", type: "approval_requested" })).toBe(1);
 
+    // Consumer lag, read from the server at scrape time: each service reports its own durables, and once the
+    // stack has caught up with the workload none has a backlog.
+    await stack.quiesce();
+    const settled = await scrapeAll();
+    const lagOf = (service: Service) =>
+      settled.samples[service]
+        .filter((s) => s.name === "toolgate_consumer_pending_messages" || s.name === "toolgate_consumer_ack_pending_messages")
+        .map((s) => `${s.labels.consumer}:${s.value}`)
+        .sort();
+    expect(lagOf("policy")).toContain("policy:0");
+    expect(lagOf("executor-1")).toContain("executor:0");
+    expect(lagOf("audit").length).toBeGreaterThan(0);
+    expect([...lagOf("orchestrator"), ...lagOf("policy"), ...lagOf("executor-1"), ...lagOf("audit")].filter((l) => !l.endsWith(":0"))).toEqual([]);
+
     // Audit's verifications.
     expect(moved(...a, "toolgate_audit_verifications_total", { scope: "call", result: "ok" })).toBe(1);
     expect(moved(...a, "toolgate_audit_verifications_total", { scope: "run", result: "ok" })).toBe(1);

@@ -91,8 +91,24 @@ export interface EventBus {
    * that have a durable fallback. `wanted` sees the subject first, so uninteresting messages are not parsed.
    */
   watch(filter: string, wanted: (subject: string) => boolean, handler: (event: ToolgateEvent) => void): Subscription;
+  /**
+   * How far behind each durable consumer this process works on is: read from the server (one JetStream API
+   * request per consumer), for the metrics a scrape asks for. Throws when the server cannot be asked.
+   */
+  consumerLag(): Promise<ConsumerLag[]>;
   /** Stops nothing by itself: stop workers first, then close drains the connection. */
   close(): Promise<void>;
+}
+
+/** A durable consumer's backlog, as the server counts it. */
+export interface ConsumerLag {
+  consumer: string;
+  /** Messages under the consumer's filters not yet delivered. */
+  pending: number;
+  /** Delivered and not yet acknowledged. */
+  ackPending: number;
+  /** Of those, delivered more than once. */
+  redelivered: number;
 }
 
 /** A live watch; `unsubscribe` ends it. */

@@ -10,7 +10,7 @@ export {
   type AckAction,
   type DeliveryAttempt,
 } from "./disposition.js";
-export type { EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
+export type { ConsumerLag, EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
 export { eventAttributes, withStepSpan } from "./event-spans.js";
 export { ClaimLedger, type ClaimLedgerOptions, type LedgerClaim } from "./claim-ledger.js";

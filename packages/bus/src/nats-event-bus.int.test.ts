@@ -440,6 +440,30 @@ describe("NatsEventBus", () => {
     expect(peak).toBe(8);
   });
 
+  it("reports each of its durable consumers' backlog as the server counts it", async () => {
+    const h = await harness();
+    const gate = latch();
+    let done = 0;
+    await h.consume(spec({ slots: 1, maxAckPending: 2 }), async () => {
+      await gate.promise;
+      done += 1;
+      return ACK;
+    });
+    await Promise.all(Array.from({ length: 5 }, () => h.bus.publish(startedEvent())));
+    // The server delivers no more than 2 unacknowledged: 2 held by this process, 3 waiting on the server.
+    await waitFor(async () => (await h.bus.consumerLag())[0]?.ackPending === 2, { description: "2 messages delivered and held" });
+    expect(await h.bus.consumerLag()).toEqual([{ consumer: "worker", pending: 3, ackPending: 2, redelivered: 0 }]);
+    gate.open();
+    await waitFor(() => done === 5, { description: "all 5 handled" });
+    await waitFor(
+      async () => {
+        const [lag] = await h.bus.consumerLag();
+        return lag?.pending === 0 && lag.ackPending === 0;
+      },
+      { description: "the backlog gone" },
+    );
+  });
+
   it("stop() waits for in-flight handlers to finish and acknowledge", async () => {
     const h = await harness();
     const gate = latch();

@@ -39,7 +39,7 @@ import {
 import { epochMicros, RuntimeStats, runTraceId, spanIdOf, type Logger, type RunTraces } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
 import { eventAttributes, stepAttributes } from "./event-spans.js";
-import type { ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
+import type { ConsumerLag, ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
 import { seedAuthenticator } from "./nats-identities.js";
 import { readMonitoredServers, streamSettingsRefusals, syncRefusals, versionRefusal, type NatsRefusal } from "./server-guards.js";
 
@@ -182,6 +182,8 @@ export class NatsEventBus implements EventBus {
   readonly #nc: NatsConnection;
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
+  /** The durable consumers this process works on (for {@link consumerLag}). */
+  readonly #durables = new Set<string>();
   readonly #options: NatsEventBusOptions;
   readonly #log: Logger;
   readonly #stats: RuntimeStats;
@@ -497,8 +499,18 @@ export class NatsEventBus implements EventBus {
     return { events, truncated: info.num_pending > limit };
   }
 
+  async consumerLag(): Promise<ConsumerLag[]> {
+    return Promise.all(
+      [...this.#durables].map(async (consumer) => {
+        const info = await this.#jsm.consumers.info(this.#options.subjects.stream, consumer);
+        return { consumer, pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered };
+      }),
+    );
+  }
+
   async consume(spec: ConsumerSpec, handler: EventHandler, onRejected?: RejectionHandler): Promise<Worker> {
     const durable = spec.name;
+    this.#durables.add(durable);
     const inFlight = new Set<Promise<void>>();
     // Delivered beyond the slots: waiting here, in delivery order, for a handler to finish.
     const waiting: JsMsg[] = [];

@@ -1,7 +1,7 @@
-import { NatsEventBus } from "@toolgate/bus";
+import { NatsEventBus, type ConsumerLag, type EventBus } from "@toolgate/bus";
 import { eventSigner, eventTrust, ServiceNameSchema, subjectCatalogue, type EventSigner, type EventTrust, type SubjectCatalogue } from "@toolgate/contracts";
 import { connectMongo } from "@toolgate/storage";
-import { epochMicros, type Logger, type RuntimeStats, type Tracing } from "@toolgate/telemetry";
+import { epochMicros, type Logger, type RuntimeStats, type ServiceMetrics, type Tracing } from "@toolgate/telemetry";
 import type { Db, MongoClient } from "mongodb";
 import type { BaseConfig } from "./config.js";
 import { ConfigError } from "./config.js";
@@ -28,7 +28,7 @@ export interface Infrastructure {
 export async function connectInfrastructure(
   service: string,
   config: BaseConfig,
-  context: { logger: Logger; stats: RuntimeStats; tracing?: Pick<Tracing, "spans" | "runs"> },
+  context: { logger: Logger; stats: RuntimeStats; tracing?: Pick<Tracing, "spans" | "runs">; metrics?: ServiceMetrics },
 ): Promise<Infrastructure> {
   const { logger, stats } = context;
   const allowUnsafe = unsafeOverride(config.TOOLGATE_UNSAFE_ALLOW, logger);
@@ -66,6 +66,7 @@ export async function connectInfrastructure(
   }
   countCommands(mongo, stats);
   logDatabaseReachability(mongo, logger);
+  if (context.metrics) exportConsumerLag(context.metrics, bus, logger);
   return {
     bus,
     subjects,
@@ -126,6 +127,40 @@ function logDatabaseReachability(mongo: MongoClient, logger: Logger): void {
       lostAt = 0;
     }
   });
+}
+
+/**
+ * The backlog of each durable consumer this process works on, read from the server when scraped (one JetStream
+ * API request per consumer, at the scrape's pace). A server that cannot be asked leaves the series out of that
+ * scrape rather than failing it.
+ */
+function exportConsumerLag(metrics: ServiceMetrics, bus: EventBus, logger: Logger): void {
+  let lag: { at: number; read: Promise<ConsumerLag[]> } | undefined;
+  // One request per scrape, shared by the three gauges that read it.
+  const read = (): Promise<ConsumerLag[]> => {
+    if (!lag || Date.now() - lag.at > 1_000) {
+      const consumers = bus.consumerLag().catch((error: unknown) => {
+        logger.debug({ err: error }, "consumer lag not read for this scrape");
+        return [];
+      });
+      lag = { at: Date.now(), read: consumers };
+    }
+    return lag.read;
+  };
+  const gauge = (name: string, help: string, pick: (l: ConsumerLag) => number): void => {
+    metrics.gauge({
+      name,
+      help,
+      labelNames: ["consumer"],
+      async collect() {
+        this.reset();
+        for (const l of await read()) this.set({ consumer: l.consumer }, pick(l));
+      },
+    });
+  };
+  gauge("toolgate_consumer_pending_messages", "Messages under a durable consumer's filters not yet delivered", (l) => l.pending);
+  gauge("toolgate_consumer_ack_pending_messages", "Messages a durable consumer delivered and has not had acknowledged", (l) => l.ackPending);
+  gauge("toolgate_consumer_redelivered_messages", "Of those, messages delivered more than once", (l) => l.redelivered);
 }
 
 /** Counts every command the driver sends (`db.<command>.<database>.<collection>`) and, when tracing, its span. */

@@ -12,7 +12,7 @@ await runService({
   name: "audit",
   config,
   async start({ logger, stats, metrics, tracing }) {
-    const infra = await connectInfrastructure("audit", config, { logger, stats, tracing });
+    const infra = await connectInfrastructure("audit", config, { logger, stats, tracing, metrics });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,

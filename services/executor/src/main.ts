@@ -26,7 +26,7 @@ await runService({
     const verifier = decisionVerifier(config.POLICY_VERIFY_KEYS);
     const registry = ToolRegistry.from(await toolsetContracts(config.TOOLGATE_TOOLSETS));
     const contracts = registry.list().map((t) => t.contract);
-    const infra = await connectInfrastructure("executor", config, { logger, stats, tracing });
+    const infra = await connectInfrastructure("executor", config, { logger, stats, tracing, metrics });
     const catalog = await connectContractCatalog(infra.bus, infra.subjects, { replicas: config.STREAM_REPLICAS, seed: contracts, logger });
     const shutdown = new AbortController();
     const evidence = infra.db.collection<EvidenceRecord>("execution_evidence");

@@ -62,7 +62,7 @@ await runService({
   config,
   async start({ logger, stats, metrics, tracing }) {
     const measured = orchestratorMetrics(metrics);
-    const infra = await connectInfrastructure("orchestrator", config, { logger, stats, tracing });
+    const infra = await connectInfrastructure("orchestrator", config, { logger, stats, tracing, metrics });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,

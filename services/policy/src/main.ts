@@ -38,7 +38,7 @@ await runService({
     }, config.POLICY_RELOAD_MS);
     reloader.unref();
 
-    const infra = await connectInfrastructure("policy", config, { logger, stats, tracing });
+    const infra = await connectInfrastructure("policy", config, { logger, stats, tracing, metrics });
     const contracts = await connectContractCatalog(infra.bus, infra.subjects, {
       replicas: config.STREAM_REPLICAS,
       logger,
