@@ -276,7 +276,7 @@ describe("MCP front door", () => {
     expect(elicitation!.url).toMatch(new RegExp(`^${APPROVAL_PAGE}\\?approval_id=${elicitation!.elicitationId}&call_id=call_`));
   });
 
-  it("tasks/cancel marks a task waiting for a human cancelled", async () => {
+  it("tasks/cancel of a call waiting for a human withdraws its approval request: the call ends APPROVAL_DENIED and approving it later runs nothing", async () => {
     const c = await connect({ "toolgate-task-id": "task_mcp_cancel" });
     await readForTask(c);
     const created = await c.request(
@@ -284,11 +284,46 @@ describe("MCP front door", () => {
       CreateTaskResultSchema,
     );
     const taskId = created.task.taskId;
-    await waitForCallEvents(stack, taskId, (es) => es.some((e) => e.type === "approval_requested"));
+    const requested = await waitForCallEvents(stack, taskId, (es) => es.some((e) => e.type === "approval_requested"));
+    const approvalId = (requested.find((e) => e.type === "approval_requested")!.payload as { approval_id: string }).approval_id;
+    const planHash = (requested.find((e) => e.type === "approval_requested")!.payload as { plan_hash: string }).plan_hash;
     const cancelled = await c.experimental.tasks.cancelTask(taskId);
     expect(cancelled.status).toBe("cancelled");
-    expect((await c.experimental.tasks.getTask(taskId)).status).toBe("cancelled");
+
+    // The orchestrator asked (its signed cancel_requested), policy withdrew its request and ended the call.
+    const trail = await waitForCallEvents(stack, taskId, (es) => es.some((e) => e.type === "result_attached"));
+    expect(trail.map((e) => [e.type, e.source])).toEqual([
+      ["proposed", "orchestrator"],
+      ["approval_requested", "policy"],
+      ["cancel_requested", "orchestrator"],
+      ["denied", "policy"],
+      ["result_attached", "orchestrator"],
+    ]);
+    expect(trail.find((e) => e.type === "denied")!.payload).toMatchObject({ result: { ok: false, error: { code: "APPROVAL_DENIED" } } });
+    const call = await stack.api<{ status: string; result: { error: { code: string } } }>("GET", `/v1/tool-calls/${taskId}`);
+    expect([call.body.status, call.body.result.error.code]).toEqual(["denied", "APPROVAL_DENIED"]);
+
+    // The approver comes too late: a clear refusal, nothing authorized, the executor never starts it.
+    expect((await stack.policyApi<{ approvals: unknown[] }>("GET", `/v1/approvals?call_id=${taskId}`)).body.approvals).toEqual([]);
+    const late = await stack.policyApi<{ error: { code: string; message: string; details: { outcome: string } } }>(
+      "POST",
+      `/v1/approvals/${approvalId}/approve`,
+      { plan_hash: planHash },
+    );
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatchObject({ code: "ALREADY_DECIDED", details: { outcome: "withdrawn" } });
+    expect(late.body.error.message).toContain("cancelled");
+    // A later call of the session, once audit holds its end, bounds what audit has read of the stream since.
+    const later = await c.callTool({ name: "search_sources", arguments: { ...SEARCH, query: "after the cancel" } });
+    await waitForCallEvents(stack, callIdOf(later), (es) => es.some((e) => e.type === "result_attached"));
+    const after = await waitForCallEvents(stack, taskId, (es) => es.some((e) => e.type === "result_attached"));
+    expect(after.map((e) => e.type)).not.toContain("authorized");
+    expect(after.map((e) => e.type)).not.toContain("started");
     expect(await evidence("task_mcp_cancel")).toBe(0);
+
+    const task = await c.experimental.tasks.getTask(taskId);
+    expect(task).toMatchObject({ status: "cancelled", statusMessage: "cancelled by the client; the call ended APPROVAL_DENIED" });
+    await expect(c.experimental.tasks.cancelTask(taskId)).rejects.toMatchObject({ code: ErrorCode.InvalidParams });
   });
 
   it("binds a session to the run it names, and refuses a run that is not the caller's", async () => {

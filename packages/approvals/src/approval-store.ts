@@ -44,8 +44,8 @@ export interface ApprovalRequestRecord {
 
 /**
  * `revoked`: an approver approved, but the policy in force by then no longer allows the call (it ends with
- * PERMISSION_DENIED; the approval is never usable). `withdrawn`: the call's run stopped while the request
- * waited, so nobody can approve it any more.
+ * PERMISSION_DENIED; the approval is never usable). `withdrawn`: the call's run stopped (`run_stop` says why) or
+ * its caller cancelled the call while the request waited, so nobody can approve it any more.
  */
 export type ApprovalOutcome = "approved" | "denied" | "expired" | "revoked" | "withdrawn";
 
@@ -64,7 +64,7 @@ export interface ApprovalDecisionRecord {
   /** `revoked`: why the policy in force at approval time denies the call, and its version; `withdrawn`: why. */
   reasons?: string[];
   policy_version?: string;
-  /** `withdrawn`: the stop reason of the run (e.g. `approval_timeout`). */
+  /** `withdrawn`: the stop reason of the run (e.g. `approval_timeout`); absent when the caller cancelled the call. */
   run_stop?: RunStopReason;
   decided_at: Date;
   /** Approved: the authorization it produced may be used until then (short-lived). */

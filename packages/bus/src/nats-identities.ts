@@ -32,7 +32,7 @@ export interface NatsIdentity {
  * but may not take messages from, acknowledge for, reconfigure or delete one of these: it would steal or
  * drop a service's work.
  */
-const SERVICE_DURABLES = ["orchestrator", "orchestrator_approvals", "policy", "policy-run-stops", "executor", "executor_ops", "audit"];
+const SERVICE_DURABLES = ["orchestrator", "orchestrator_approvals", "policy", "policy-run-stops", "policy-call-cancels", "executor", "executor_ops", "audit"];
 
 /**
  * What the JetStream API lets a service do: manage its streams and consumers, pull, acknowledge. Deleting or

@@ -22,6 +22,7 @@ export const CALL_EVENT_OWNERS = {
   reconciled: "executor",
   dead_lettered: "executor",
   result_attached: "orchestrator",
+  cancel_requested: "orchestrator",
 } as const satisfies Record<Exclude<CallEventType, "event_refused">, ServiceName>;
 
 /** Every run event is the orchestrator's: it drives runs. */

@@ -43,6 +43,7 @@ function callPayloads(callId: string, runId: string): Record<CallEventType, unkn
     reconciled: { outcome: "not_applied", result: failure(callId, "OUTCOME_UNKNOWN", "not applied") },
     dead_lettered: { reason: "poison", deliveries: 10 },
     result_attached: { provider_call_id: "call_abc", ok: true },
+    cancel_requested: { reason: "cancelled by the caller" },
     event_refused: refusedPayload,
   };
 }

@@ -165,6 +165,14 @@ const callPayloads = {
     provider_call_id: z.string().min(1).max(256),
     ok: z.boolean(),
   }),
+  /**
+   * The call's caller withdrew it (an MCP `tasks/cancel`) before it ended. Not terminal: policy withdraws the
+   * call's approval request if one is still open (the call then ends `denied`); a call already authorized or
+   * running is not stopped, and ends as it would have.
+   */
+  cancel_requested: z.object({
+    reason: z.string().max(512),
+  }),
   event_refused: EventRefusedSchema,
 } satisfies Record<CallEventType, z.ZodType>;
 
@@ -256,6 +264,7 @@ export const CallEventSchema = z.discriminatedUnion("type", [
   callEvent("reconciled"),
   callEvent("dead_lettered"),
   callEvent("result_attached"),
+  callEvent("cancel_requested"),
   callEvent("event_refused"),
 ]);
 export type CallEvent = z.infer<typeof CallEventSchema>;

@@ -17,6 +17,7 @@ export const CALL_EVENT_TYPES = [
   "reconciled",
   "dead_lettered",
   "result_attached",
+  "cancel_requested",
   "event_refused",
 ] as const;
 export type CallEventType = (typeof CALL_EVENT_TYPES)[number];

@@ -24,6 +24,7 @@ import {
   canonicalJson,
   failure,
   newRunId,
+  nextCallEvent,
   RunContextSchema,
   type CallId,
   type Principal,
@@ -461,7 +462,11 @@ export class McpFrontDoor {
   async #taskView(task: McpTask, session: McpSession | undefined): Promise<Task> {
     const state = await this.#state(task._id);
     const base = { taskId: task._id, createdAt: task.created_at.toISOString(), ttl: task.ttl_ms, pollInterval: POLL_INTERVAL_MS };
-    if (task.cancelled_at) return { ...base, status: "cancelled", statusMessage: "cancelled by the client", lastUpdatedAt: task.cancelled_at.toISOString() };
+    if (task.cancelled_at) {
+      // It stays cancelled (the protocol says so) whatever its call did next; the message says what that was.
+      const after = state.kind === "ended" ? `; the call ended ${state.result.ok ? "ok" : state.result.error.code}` : "";
+      return { ...base, status: "cancelled", statusMessage: `cancelled by the client${after}`, lastUpdatedAt: task.cancelled_at.toISOString() };
+    }
     if (state.kind === "ended") {
       return {
         ...base,
@@ -521,9 +526,33 @@ export class McpFrontDoor {
     const view = await this.#taskView(task, session);
     if (view.status === "completed" || view.status === "failed" || view.status === "cancelled")
       throw new McpError(ErrorCode.InvalidParams, `Cannot cancel task in terminal status: ${view.status}`);
+    // Asked before the task is marked: a retry of a cancel that failed here asks again rather than finding the
+    // task cancelled and its approval request still open.
+    await this.#requestCancel(task._id);
     const cancelled = await this.#deps.sessions.cancelTask(task);
     this.#deps.logger.info({ call_id: task._id, tenant: principal.tenant, subject: principal.subject }, "MCP task cancelled");
     return await this.#taskView(cancelled, session);
+  }
+
+  /**
+   * Publishes the call's `cancel_requested`. The orchestrator owns calls and policy owns approval requests: policy
+   * withdraws the call's request if it is still open (the call then ends APPROVAL_DENIED and never runs); a call
+   * already authorized or running is not stopped and ends as it would have (its effect is at most once either way).
+   */
+  async #requestCancel(callId: CallId): Promise<void> {
+    const call = await this.#deps.loop.findCall(callId);
+    const run = call ? await this.#deps.store.getRun(call.run_id) : null;
+    if (!call || !run) return;
+    const waits = (await this.#storedApproval(callId)) !== undefined;
+    await this.#deps.bus.publish(
+      nextCallEvent(
+        // The event it follows: the call's proposal (seq 1) or, when it waits for a human, its approval request.
+        { call_id: callId, run_id: call.run_id, principal: run.principal, seq: waits ? 2 : 1 },
+        "cancel_requested",
+        "orchestrator",
+        { reason: `the caller cancelled MCP task ${callId}` },
+      ),
+    );
   }
 
   /** A plain client's answer while its call waits for a human: where to approve, and how to get the outcome. */

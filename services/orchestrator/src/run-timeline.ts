@@ -180,6 +180,8 @@ export function eventDetail(event: ToolgateEvent): string | undefined {
       return event.payload.outcome;
     case "result_attached":
       return event.payload.ok ? "ok" : "error";
+    case "cancel_requested":
+      return event.payload.reason;
     case "event_refused":
       return `refused ${event.payload.refused_type} (${event.payload.reason})`;
   }

@@ -163,6 +163,44 @@ describe("ApprovalDesk", () => {
     expect(eventsOf(other.proposal.call_id).at(-1)).toMatchObject({ type: "denied", payload: { result: { error: { code: "APPROVAL_DENIED" } } } });
   });
 
+  it("withdraws the request of a cancelled call: it ends APPROVAL_DENIED once, and approving it afterwards is refused", async () => {
+    const [a, b] = [desk(), desk()];
+    const { proposal: p, request } = await pending(a);
+    const other = await pending(a);
+    const withdrawn = await Promise.all([a.withdrawCall(p.call_id, ALICE, "the caller cancelled it"), b.withdrawCall(p.call_id, ALICE, "again")]);
+    expect(withdrawn.filter(Boolean)).toHaveLength(1);
+    const terminals = eventsOf(p.call_id).filter((e): e is CallEventOf<"denied"> => e.type === "denied");
+    expect(terminals).toHaveLength(1);
+    expect(terminals[0]).toMatchObject({
+      seq: 3,
+      payload: { result: { ok: false, error: { code: "APPROVAL_DENIED", message: expect.stringContaining("cancelled") } } },
+    });
+    const approved = await a.approve(request._id, CAROL, { planHash: request.plan_hash });
+    expect(approved).toMatchObject({ ok: false, refusal: { status: 409, code: "ALREADY_DECIDED", details: { outcome: "withdrawn" } } });
+    expect(!approved.ok && approved.refusal.message).toContain("cancelled");
+    expect(eventsOf(p.call_id).map((e) => e.type)).toEqual(["approval_requested", "denied"]);
+    expect(await a.get(request._id, CAROL)).toMatchObject({ ok: true, approval: { state: "withdrawn" } });
+    expect(await a.list(CAROL, { callId: p.call_id })).toEqual([]);
+    // The run's other call still waits; another principal cannot withdraw it.
+    expect(await a.withdrawCall(other.proposal.call_id, BOB, "not bob's")).toBe(false);
+    expect(eventsOf(other.proposal.call_id).map((e) => e.type)).toEqual(["approval_requested"]);
+    expect((await a.list(CAROL, { callId: other.proposal.call_id })).map((v) => v.approval_id)).toEqual([other.request._id]);
+  });
+
+  it("withdraws a request stored after its call's cancel arrived (the cancel raced the proposal's decision)", async () => {
+    const d = desk();
+    const p = proposal("save_evidence", save, { tainted: true });
+    expect(await d.withdrawCall(p.call_id, ALICE, "cancelled early")).toBe(false);
+    expect(eventsOf(p.call_id)).toEqual([]);
+    // Nothing waits for the sweep: the withdrawal of a call that never asked is marked published.
+    expect((await d.sweep()).republished).toBe(0);
+    const verdict = decide(p, registry, policies, new Date(clock));
+    if (verdict.kind !== "approval_required") throw new Error(`expected approval_required, got ${verdict.kind}`);
+    const request = await d.open(p, verdict, policies.version);
+    expect(eventsOf(p.call_id).map((e) => `${e.type}:${e.seq}`)).toEqual(["approval_requested:2", "denied:3"]);
+    expect(await d.approve(request._id, CAROL)).toMatchObject({ ok: false, refusal: { code: "ALREADY_DECIDED" } });
+  });
+
   it("lets exactly one of a concurrent approve and deny win, and publishes only its outcome", async () => {
     const d = desk();
     const { proposal: p, request } = await pending(d);

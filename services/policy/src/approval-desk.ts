@@ -133,6 +133,10 @@ export class ApprovalDesk {
       status: "open",
     };
     const { record } = await this.#deps.store.request(request);
+    // A cancel of the call that reached policy before this request was stored left its withdrawal: read after the
+    // request is stored, as `withdrawCall` reads the request after it records the withdrawal, so one of them sees
+    // the other and the call ends either way.
+    const withdrawn = await this.#deps.store.getDecision(record._id);
     await this.#deps.bus.publish(
       nextCallEvent(
         originOf(proposal),
@@ -153,6 +157,7 @@ export class ApprovalDesk {
       },
       "approval requested",
     );
+    if (withdrawn?.outcome === "withdrawn") await this.#publish(record, withdrawn);
     return record;
   }
 
@@ -253,6 +258,40 @@ export class ApprovalDesk {
       await this.#publish(request, decision);
     }
     return withdrawn;
+  }
+
+  /**
+   * Withdraws the approval request of a call its caller cancelled (`cancel_requested`, the orchestrator's): nobody
+   * can approve it any more, and the call ends now with APPROVAL_DENIED instead of waiting for an approver or its
+   * expiry. A decision that got there first (an approval, a denial, an expiry) stands, and a call that needed no
+   * approval is not touched: the cancel does not stop what runs. A request another principal made is left alone.
+   * The withdrawal is recorded before the request is read, so a request stored meanwhile ({@link open}) is
+   * withdrawn too. Safe to repeat. Returns whether this call withdrew an open request.
+   */
+  async withdrawCall(callId: string, by: Pick<Principal, "tenant" | "subject">, reason: string): Promise<boolean> {
+    const id = approvalIdFor(callId);
+    const existing = await this.#deps.store.getRequest(id);
+    if (existing && !samePrincipal(existing.requester, by)) {
+      this.#deps.logger.warn({ call_id: callId, approval_id: id }, "cancel of another principal's call ignored");
+      return false;
+    }
+    const { won, decision } = await this.#deps.store.decide({
+      _id: id,
+      call_id: callId,
+      outcome: "withdrawn",
+      reasons: [`approval ${id} withdrawn: ${reason}`.slice(0, 512)],
+      decided_at: this.#now(),
+    });
+    if (!won) return false;
+    const request = existing ?? (await this.#deps.store.getRequest(id));
+    if (!request) {
+      // No request (yet): nothing to publish now. `open` publishes the withdrawal if the request comes after all.
+      await this.#deps.store.markPublished(id, this.#now());
+      return false;
+    }
+    this.#deps.logger.info({ call_id: callId, approval_id: id, run_id: request.run_id }, "approval withdrawn: call cancelled");
+    await this.#publish(request, decision);
+    return true;
   }
 
   async #decide(id: string, approver: Principal, outcome: "approved" | "denied", body: { planHash?: string; note?: string }): Promise<DeskOutcome> {
@@ -442,7 +481,13 @@ export class ApprovalDesk {
           "denied",
           "policy",
           {
-            result: failure(request.call_id, code, "the run stopped before anyone approved this call; it did not run"),
+            result: failure(
+              request.call_id,
+              code,
+              decision.run_stop === undefined
+                ? "the call was cancelled before anyone approved it; it did not run"
+                : "the run stopped before anyone approved this call; it did not run",
+            ),
             reasons: decision.reasons ?? [],
             policy_version: request.policy_version,
           },
@@ -506,5 +551,13 @@ export class ApprovalDesk {
 function decidedRefusal(decision: ApprovalDecisionRecord): DeskRefusal {
   return decision.outcome === "expired"
     ? { status: 410, code: "APPROVAL_EXPIRED", message: "the request expired before anyone decided it" }
-    : { status: 409, code: "ALREADY_DECIDED", message: `the request was already ${decision.outcome}`, details: { outcome: decision.outcome } };
+    : {
+        status: 409,
+        code: "ALREADY_DECIDED",
+        message:
+          decision.outcome === "withdrawn"
+            ? `the request was withdrawn (${decision.run_stop === undefined ? "its call was cancelled" : "its run stopped"}); its call will not run`
+            : `the request was already ${decision.outcome}`,
+        details: { outcome: decision.outcome },
+      };
 }

@@ -102,6 +102,24 @@ await runService({
       },
     );
 
+    // A call its caller cancelled (the orchestrator's `cancel_requested`) has its approval request withdrawn: the
+    // orchestrator owns calls, policy owns approval requests, so the orchestrator asks and policy decides.
+    const callCancels = await infra.bus.consume(
+      {
+        name: "policy-call-cancels",
+        filters: [infra.subjects.callEvents("cancel_requested")],
+        slots: 4,
+        maxAckPending: 256,
+        ackWaitMs: config.BUS_ACK_WAIT_MS,
+        maxDeliver: 20,
+      },
+      async (event) => {
+        if (event.kind !== "call" || event.type !== "cancel_requested") return terminate(`policy does not handle ${event.kind}.${event.type} here`);
+        await desk.withdrawCall(event.call_id, event.principal, event.payload.reason);
+        return ACK;
+      },
+    );
+
     let sweeping = false;
     let sweeps = 0;
     const sweeper = setInterval(() => {
@@ -143,7 +161,7 @@ await runService({
         clearInterval(reloader);
         clearInterval(sweeper);
         await api.close();
-        await Promise.all([worker.stop(), runStops.stop()]);
+        await Promise.all([worker.stop(), runStops.stop(), callCancels.stop()]);
         contracts.close();
         await infra.close();
       },
