@@ -102,7 +102,7 @@ describe("approvals", () => {
     expect(approval).toMatchObject({
       approval_id: requested.payload.approval_id,
       state: "pending",
-      tool: { name: "save_evidence", version: "1.0.0" },
+      tool: { name: "save_evidence", version: "1.1.0" },
       risk: "medium",
       requester: { tenant: "acme", subject: "alice" },
       arguments: save("task_flow", "Sessions keep conversation state."),
@@ -208,7 +208,7 @@ describe("approvals", () => {
     const denied = await pendingSave(runId, save("task_flow_cli", "A claim the approver rejects."));
     const deniedId = denied.requested.payload.approval_id as string;
     const listed = await cli("approvals", "list");
-    expect(listed).toMatch(new RegExp(`^${deniedId}\\s+save_evidence@1\\.0\\.0\\s+medium risk\\s+call ${denied.callId}\\s+requested by alice`, "m"));
+    expect(listed).toMatch(new RegExp(`^${deniedId}\\s+save_evidence@1\\.1\\.0\\s+medium risk\\s+call ${denied.callId}\\s+requested by alice`, "m"));
     expect(await cli("approvals", "deny", deniedId, "--reason", "not what the source says")).toContain(`denied ${deniedId}`);
     expect(await resultOf(stack, denied.callId)).toMatchObject({ ok: false, error: { code: "APPROVAL_DENIED" }, retryable: false });
     const deniedEvent = (await settledCallEvents(stack, denied.callId)).find((e) => e.type === "denied")!;

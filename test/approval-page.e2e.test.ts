@@ -165,7 +165,7 @@ describe("the approval page", () => {
 
     const card = page.locator(`article[data-call-id="${callId}"]`);
     await card.waitFor();
-    expect(await card.getByRole("heading", { level: 2 }).innerText()).toBe("save_evidence@1.0.0");
+    expect(await card.getByRole("heading", { level: 2 }).innerText()).toBe("save_evidence@1.1.0");
     expect(await card.locator(".risk-medium").innerText()).toBe("medium risk");
     expect(await field(card, "requester").innerText()).toBe("acme/alice");
     expect(await field(card, "call-id").innerText()).toBe(callId);
@@ -197,7 +197,7 @@ describe("the approval page", () => {
     const confirmation = card.getByRole("group", { name: /^Approve this call\?/ });
     await confirmation.waitFor();
     expect(await confirmation.innerText()).toContain(
-      `save_evidence@1.0.0 will run for acme/alice with exactly the arguments shown (plan hash ${view.plan_hash.slice(0, 19)}…)`,
+      `save_evidence@1.1.0 will run for acme/alice with exactly the arguments shown (plan hash ${view.plan_hash.slice(0, 19)}…)`,
     );
     expect(await confirmation.innerText()).toContain("⚠ 1 warning(s) about the arguments above.");
     expect(await page.evaluate("document.activeElement && document.activeElement.id")).toBe(`confirm-${approvalId}`);

@@ -90,6 +90,8 @@ beforeAll(async () => {
     natsUrl: infra.natsUrl,
     mongoUrl: infra.mongoUrl,
     ruleOfTwo: true,
+    // `operations` for a write that may change what exists (cancel_operation) next to research's append-only save.
+    toolsets: ["research", "operations"],
     env: { orchestrator: { ORCHESTRATOR_APPROVAL_URL: APPROVAL_PAGE } },
   });
   mongo = await new MongoClient(infra.mongoUrl).connect();
@@ -105,12 +107,19 @@ afterAll(async () => {
 });
 
 describe("MCP front door", () => {
-  it("lists the registry's tools with their schemas, hints and task support", async () => {
+  it("lists the registry's tools with their schemas, hints derived from their contracts, and task support", async () => {
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["fetch_document", "save_evidence", "search_sources"]);
+    expect(tools.map((t) => t.name).sort()).toEqual(["cancel_operation", "fetch_document", "get_operation", "save_evidence", "search_sources"]);
     const search = tools.find((t) => t.name === "search_sources")!;
     expect(search.inputSchema).toMatchObject({ type: "object", additionalProperties: false, required: ["query", "source_type", "limit"] });
-    expect(search.annotations).toMatchObject({ readOnlyHint: true });
+    const hints = Object.fromEntries(tools.map((t) => [t.name, t.annotations]));
+    // A read: read-only, idempotent, open world (it returns outside content).
+    expect(hints.search_sources).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true });
+    // An append-only write (its contract says `write_effect: additive`): not destructive; keyed by the call, so a
+    // new call with the same arguments saves again (not idempotent).
+    expect(hints.save_evidence).toEqual({ readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false });
+    // A write whose contract says nothing of its effect is taken for destructive.
+    expect(hints.cancel_operation).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(search.execution).toEqual({ taskSupport: "optional" });
     expect(client.getServerCapabilities()).toMatchObject({ tasks: { cancel: {}, list: {}, requests: { tools: { call: {} } } }, logging: {} });
   });

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@toolgate/contracts";
-import { writes, type ToolContract } from "@toolgate/registry";
+import { effectHints, type ToolContract } from "@toolgate/registry";
 import { z } from "zod";
 import { CallCollector, malformed, observation, pairResults, provenanceNote, providerError } from "./calls.js";
 import type { Accepts, CallToolResult, ListToolsResult, McpTool, McpToolCallRequest, McpToolCallResponse } from "./sdk-types.js";
@@ -94,17 +94,17 @@ function isRecord(value: JsonValue | undefined): value is { [key: string]: JsonV
 /** MCP tool definitions, with the output schema and annotations derived from the contract's runtime half. */
 export function exportMcp(contracts: readonly ToolContract[]): ExportResult<"mcp"> {
   const tools: McpTool[] = contracts.map((contract) => {
-    const readOnly = !writes(contract);
+    const hints = effectHints(contract);
     return {
       name: contract.name,
       description: contract.description,
       inputSchema: { ...contract.input_schema, type: "object" },
       ...(contract.output_schema.type === "object" ? { outputSchema: { ...contract.output_schema, type: "object" } } : {}),
       annotations: {
-        readOnlyHint: readOnly,
-        destructiveHint: !readOnly && contract.risk !== "low",
-        idempotentHint: readOnly || contract.idempotency.kind !== "none",
-        openWorldHint: contract.side_effect === "external" || contract.untrusted_output,
+        readOnlyHint: hints.readOnly,
+        destructiveHint: hints.destructive,
+        idempotentHint: hints.idempotent,
+        openWorldHint: hints.openWorld,
       },
     };
   });

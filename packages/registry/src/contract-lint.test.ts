@@ -83,6 +83,7 @@ describe("lintContract", () => {
     ["pointer-unknown", "a resource pointer to nothing", { ...good, resources: [{ type: "ticket", pointer: "/ticket_id" }] }],
     ["write-without-idempotency", "a write with idempotency none", { ...good, side_effect: "write", idempotency: { kind: "none" } }],
     ["write-without-idempotency", "an external effect with idempotency none", { ...good, side_effect: "external", idempotency: { kind: "none" } }],
+    ["write-effect-without-write", "a read tool that says its writes are additive", { ...good, side_effect: "read", write_effect: "additive" }],
     ["consequential-without-approval", "a high-risk tool without approval", { ...good, risk: "high", approval: "never" }],
     ["consequential-without-approval", "a high-risk tool approved only when tainted", { ...good, risk: "high", approval: "when_tainted" }],
     [

@@ -21,6 +21,7 @@ export const LINT_RULES = {
   "nesting-over-limit": "the schema admits values nested deeper than limits.max_depth, which the runtime will refuse",
   "reserved-property": "a property is named __proto__, constructor or prototype",
   "write-without-idempotency": "a tool with side effects declares idempotency none: a redelivery could repeat its effect",
+  "write-effect-without-write": "write_effect describes writes, but the tool's side effect is none or read",
   "consequential-without-approval": "a consequential tool (high risk, or a medium-risk write/external effect) can run without approval",
   "pointer-unknown": "a sensitive or resource pointer names no property of the input schema",
   "status-check-missing": "a keyed write has no status_check to reconcile an unknown outcome",
@@ -203,6 +204,7 @@ function lintInputSchema(contract: ToolContract, error: Emit, warning: Emit): vo
 function lintRuntime(contract: ToolContract, error: Emit, warning: Emit): void {
   const writing = writes(contract);
   if (writing && contract.idempotency.kind === "none") error("write-without-idempotency", "/idempotency");
+  if (!writing && contract.write_effect !== undefined) error("write-effect-without-write", "/write_effect");
   if (contract.risk === "high" && contract.approval !== "always") {
     error("consequential-without-approval", "/approval", `a high-risk tool needs approval "always" (it has "${contract.approval}")`);
   } else if (writing && contract.risk === "medium" && contract.approval === "never") {

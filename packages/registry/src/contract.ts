@@ -46,6 +46,12 @@ export const ToolContractSchema = z.object({
   input_schema: JsonSchemaObject,
   output_schema: JsonSchemaObject,
   side_effect: z.enum(["none", "read", "write", "external"]),
+  /**
+   * What the writes of a `write` or `external` tool do to what already exists: `additive` when they only add
+   * (append-only records, new objects) and never change or remove anything; `destructive` when they may. Absent:
+   * taken as destructive (what an MCP host is told, `destructiveHint`), the safe assumption for a tool that writes.
+   */
+  write_effect: z.enum(["additive", "destructive"]).optional(),
   risk: z.enum(["low", "medium", "high"]),
   permissions: z.array(z.string().min(1).max(128)).max(32).default([]),
   approval: z.enum(["never", "always", "when_tainted"]).default("never"),

@@ -22,7 +22,7 @@ export {
 export { jsonDepth, utf8Length } from "@toolgate/contracts";
 export { JSON_POINTER_PATTERN, pointerTokens, pointerOf, resolvePointer, replaceAtPointers } from "./json-pointer.js";
 export { closeObjectSchemas, type Closure } from "./schema-closure.js";
-export { REDACTED, writes, resourceKeys, type ResourceRef, type KeyFacts } from "./tool-semantics.js";
+export { REDACTED, writes, effectHints, resourceKeys, type ResourceRef, type KeyFacts } from "./tool-semantics.js";
 export { parseStrictJson, type StrictJsonLimits, type StrictJsonError, type StrictJsonResult } from "./strict-json.js";
 export { walkSchema, valueBounds, type JsonSchema, type ValueBounds } from "./schema-walk.js";
 export { lintContract, lintContracts, LINT_RULES, type LintRule, type LintFinding, type LintReport } from "./contract-lint.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ToolContractInput } from "./contract.js";
 import { ContractCompiler, ContractError, ToolRegistry } from "./registry.js";
-import { REDACTED, resourceKeys, type KeyFacts } from "./tool-semantics.js";
+import { effectHints, REDACTED, resourceKeys, type KeyFacts } from "./tool-semantics.js";
 
 const base: ToolContractInput = {
   name: "create_ticket",
@@ -117,5 +117,33 @@ describe("unknown fields", () => {
       expect(check).toMatchObject({ ok: false, code: "INVALID_ARGUMENTS" });
       expect(!check.ok && check.violations).toContainEqual({ pointer, message: "is not an allowed property", keyword: "unevaluatedProperties" });
     }
+  });
+});
+
+describe("effect hints", () => {
+  const hints = (over: Partial<ToolContractInput> = {}) => effectHints(compile(over).contract);
+
+  it("takes a write for destructive unless its contract says it only adds", () => {
+    expect(hints()).toEqual({ readOnly: false, destructive: true, idempotent: false, openWorld: false });
+    expect(hints({ write_effect: "destructive" }).destructive).toBe(true);
+    expect(hints({ write_effect: "additive" })).toEqual({ readOnly: false, destructive: false, idempotent: false, openWorld: false });
+  });
+
+  it("says a read is read-only and idempotent, and open world when it reaches outside or returns outside content", () => {
+    expect(hints({ side_effect: "read", risk: "low", idempotency: { kind: "natural" } })).toEqual({
+      readOnly: true,
+      destructive: false,
+      idempotent: true,
+      openWorld: false,
+    });
+    expect(hints({ side_effect: "read", risk: "low", idempotency: { kind: "natural" }, untrusted_output: true }).openWorld).toBe(true);
+    expect(hints({ side_effect: "external" })).toMatchObject({ readOnly: false, destructive: true, openWorld: true });
+  });
+
+  it("calls a write idempotent when a repeat is the same effect: natural, or keyed by the arguments rather than the call", () => {
+    expect(hints({ idempotency: { kind: "natural" } }).idempotent).toBe(true);
+    expect(hints({ idempotency: { kind: "keyed", key_template: "{tenant}:{args:/title}" } }).idempotent).toBe(true);
+    expect(hints({ idempotency: { kind: "keyed", key_template: "{call_id}:{args:/title}" } }).idempotent).toBe(false);
+    expect(hints({ idempotency: { kind: "keyed" } }).idempotent).toBe(false);
   });
 });

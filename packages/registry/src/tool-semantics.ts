@@ -36,6 +36,30 @@ export function writes(contract: Pick<ToolContract, "side_effect">): boolean {
   return contract.side_effect === "write" || contract.side_effect === "external";
 }
 
+/**
+ * What a contract says about its calls' effects, as MCP tool annotations put it: read-only (nothing written),
+ * destructive (a write that may change or remove what exists: every write unless its contract says `additive`),
+ * idempotent (repeating the same call has no further effect: nothing written, natural idempotency, or a business
+ * key that names no call id: a retry in the run is the same call), open world (it reaches outside systems or returns their
+ * content).
+ */
+export function effectHints(contract: Pick<ToolContract, "side_effect" | "write_effect" | "idempotency" | "untrusted_output">): {
+  readOnly: boolean;
+  destructive: boolean;
+  idempotent: boolean;
+  openWorld: boolean;
+} {
+  const writing = writes(contract);
+  const { idempotency } = contract;
+  const keyedByArguments = idempotency.kind === "keyed" && idempotency.key_template !== undefined && !/\{call_id\}/.test(idempotency.key_template);
+  return {
+    readOnly: !writing,
+    destructive: writing && contract.write_effect !== "additive",
+    idempotent: !writing || idempotency.kind === "natural" || keyedByArguments,
+    openWorld: contract.side_effect === "external" || contract.untrusted_output,
+  };
+}
+
 /** The resources `args` name, one per contract resource pointer, in contract order. */
 export function resourcesOf(contract: Pick<ToolContract, "resources">, args: JsonValue): ResourceRef[] {
   return contract.resources.map(({ type, pointer }) => {

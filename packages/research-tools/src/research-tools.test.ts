@@ -242,7 +242,13 @@ describe("contracts under the registry", () => {
   };
 
   it("compile in strict mode with the declared runtime properties", () => {
-    expect(registry.list().map((t) => t.ref.version)).toEqual(["1.0.0", "1.0.0", "1.0.0"]);
+    expect(registry.list().map((t) => [t.ref.name, t.ref.version])).toEqual([
+      ["search_sources", "1.0.0"],
+      ["fetch_document", "1.0.0"],
+      ["save_evidence", "1.1.0"],
+    ]);
+    // Saving evidence only adds records: not destructive, as far as an MCP host is told.
+    expect(tool("save_evidence").contract).toMatchObject({ side_effect: "write", write_effect: "additive" });
     expect(tool("search_sources").contract).toMatchObject({
       side_effect: "read",
       risk: "low",

@@ -4,10 +4,10 @@ import { MAX_URL_CHARS } from "./corpus.js";
 import type { EvidenceRecord, EvidenceStore, NewEvidence } from "./evidence-store.js";
 import { cancelled, invalidArguments, stringArgument } from "./tool-arguments.js";
 
-/** Contract of `save_evidence`: a keyed-idempotent write scoped to the run's task. */
+/** Contract of `save_evidence`: a keyed-idempotent, append-only write scoped to the run's task. */
 export const saveEvidenceContract: ToolContractInput = {
   name: "save_evidence",
-  version: "1.0.0",
+  version: "1.1.0",
   description:
     "Saves one finding as evidence for the current research task: a claim, the URL of the source that supports " +
     "it, and optionally a short verbatim quote. Use it after reading the source with fetch_document, once per " +
@@ -45,6 +45,8 @@ export const saveEvidenceContract: ToolContractInput = {
     additionalProperties: false,
   },
   side_effect: "write",
+  // It only adds evidence records (a replay returns the first one): nothing that exists is changed or removed.
+  write_effect: "additive",
   risk: "medium",
   approval: "when_tainted",
   timeout_ms: 3000,
