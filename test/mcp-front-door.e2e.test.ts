@@ -335,6 +335,33 @@ describe("MCP front door", () => {
     await expect(c.experimental.tasks.cancelTask(taskId)).rejects.toMatchObject({ code: ErrorCode.InvalidParams });
   });
 
+  it("ends a session on DELETE: its id is unknown from then on (404), and its calls keep their outcomes", async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${stack.orchestratorUrl}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${stack.apiKeys.alice}` } },
+    });
+    const c = new Client({ name: "toolgate-e2e", version: "1.0.0" });
+    await c.connect(transport);
+    clients.push(c);
+    const result = await c.callTool({ name: "search_sources", arguments: { ...SEARCH, query: "before the end" } });
+    const sessionId = transport.sessionId!;
+    expect(sessionId).toMatch(/^mcps_/);
+    const host = new URL(stack.orchestratorUrl).host;
+    const list = { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} };
+    const auth = { host, authorization: `Bearer ${stack.apiKeys.alice}`, "mcp-protocol-version": "2025-11-25" };
+    expect((await rawMcp({ ...auth, "mcp-session-id": sessionId }, list)).status).toBe(200);
+
+    await transport.terminateSession();
+    expect(transport.sessionId).toBeUndefined();
+    const after = await rawMcp({ ...auth, "mcp-session-id": sessionId }, list);
+    expect(after.status).toBe(404);
+    expect(JSON.parse(after.body)).toMatchObject({ error: { code: -32001, message: "Session not found" } });
+    // Ending a session is its client's: another principal's DELETE finds no such session.
+    const bobs = await rawMcp({ ...auth, authorization: `Bearer ${stack.apiKeys.bob}`, "mcp-session-id": sessionId }, list);
+    expect(bobs.status).toBe(404);
+    const call = await stack.api<{ status: string }>("GET", `/v1/tool-calls/${callIdOf(result)}`);
+    expect(call.body.status).toBe("completed");
+  });
+
   it("binds a session to the run it names, and refuses a run that is not the caller's", async () => {
     const first = await client.callTool({ name: "search_sources", arguments: { ...SEARCH, query: "bound run" } });
     const call = await stack.api<{ run_id: string }>("GET", `/v1/tool-calls/${callIdOf(first)}`);

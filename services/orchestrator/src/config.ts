@@ -126,6 +126,13 @@ const OrchestratorEnvSchema = z.object({
     .min(60_000)
     .max(30 * 24 * 3_600_000)
     .default(24 * 3_600_000),
+  /** How often MCP sessions and tasks past their expiry are deleted (FerretDB has no TTL index). */
+  ORCHESTRATOR_MCP_PURGE_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(24 * 3_600_000)
+    .default(10 * 60_000),
   /**
    * The audit API as the readers of the run timeline reach it (e.g. `https://audit.example.com`): the page links
    * each run's and call's trail there. Unset: it shows the trail's path on the audit API.

@@ -563,7 +563,7 @@ export async function orchestratorApi(deps: {
   const mcpError = z.union([JsonRpcErrorSchema, ErrorBodySchema]);
   const mcpRefusals = {
     400: response(
-      "a body that is not JSON (INVALID_REQUEST) or not a JSON-RPC message, a batch too large, an unsupported MCP-Protocol-Version, or an initialize whose Toolgate-Run-Id / Toolgate-Task-Id the server refuses",
+      "a body that is not JSON (INVALID_REQUEST) or not a JSON-RPC message, a batch too large, an unsupported MCP-Protocol-Version, an initialize whose Toolgate-Run-Id / Toolgate-Task-Id the server refuses, or a DELETE without Mcp-Session-Id",
       mcpError,
     ),
     401: error("UNAUTHENTICATED, with WWW-Authenticate naming the protected-resource metadata (resource_metadata=…)"),
@@ -580,13 +580,14 @@ export async function orchestratorApi(deps: {
         "MCP front door (Streamable HTTP, protocol 2025-11-25): tools/list, tools/call (also as a task: tasks/get, tasks/result, tasks/list, and tasks/cancel, which withdraws the approval request of a call that waits for a human), logging/setLevel, over the registry with every check in the path. initialize issues Mcp-Session-Id, bound to a run and its task (Toolgate-Run-Id, Toolgate-Task-Id); an identical call in a session joins the first. POST carries JSON-RPC messages (a tools/call or tasks/result answers as an event stream with its progress and log messages); GET opens an event stream that sends nothing. A call waiting for a human is APPROVAL_REQUIRED (or a URL elicitation, -32042, for clients that support it). JSON-RPC errors carry data.code (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_FLIGHT, UNAVAILABLE, CALL_PENDING).",
       response: {
         200: {
-          description: "POST: the JSON-RPC response (or an array of them for a batch); GET: an event stream; DELETE: no body",
+          description: "POST: the JSON-RPC response (or an array of them for a batch); GET: an event stream",
           content: {
             "application/json": { schema: z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))]) },
             "text/event-stream": { schema: z.string() },
           },
         },
         202: noBody("POST of notifications or responses only: accepted"),
+        204: noBody("DELETE: the session (Mcp-Session-Id) ended with its tasks; its id is unknown from then on (404)"),
         ...mcpRefusals,
         405: response("a method the transport does not serve", JsonRpcErrorSchema),
         413: response("the body is larger than 1 MiB", mcpError),

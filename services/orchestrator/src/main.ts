@@ -155,7 +155,7 @@ await runService({
       maxWaiting: config.ORCHESTRATOR_MAX_WAITING ?? 4 * config.ORCHESTRATOR_MAX_SUBMISSIONS,
     });
     const outage = { deadlineMs: config.ORCHESTRATOR_UNAVAILABLE_AFTER_MS, retryAfterS: config.ORCHESTRATOR_RETRY_AFTER_S };
-    const sessions = new McpSessions(infra.db, { ttlMs: config.ORCHESTRATOR_MCP_SESSION_TTL_MS });
+    const sessions = new McpSessions(infra.db, { ttlMs: config.ORCHESTRATOR_MCP_SESSION_TTL_MS, purgeMs: config.ORCHESTRATOR_MCP_PURGE_MS, logger });
     await sessions.ensureIndexes();
     const mcp = new McpFrontDoor({
       loop,
@@ -222,6 +222,7 @@ await runService({
         clearInterval(sweeper);
         await api.close();
         idempotency.close();
+        sessions.close();
         availability.close();
         waiters.close();
         runWaiters.close();

@@ -49,7 +49,7 @@ import {
   type HostIdempotency,
 } from "./host-idempotency.js";
 import { INVALID_CHARACTERS, unsafeKeys, unsafeToolName } from "./inbound-text.js";
-import { MCP_LOG_LEVELS, type McpLogLevel, type McpSession, type McpSessions, type McpTask } from "./mcp-sessions.js";
+import { MAX_TASK_TTL_MS, MCP_LOG_LEVELS, type McpLogLevel, type McpSession, type McpSessions, type McpTask } from "./mcp-sessions.js";
 import { classifyFailure, withDeadline } from "./outage.js";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
 import type { RunStore } from "./run-store.js";
@@ -61,7 +61,7 @@ const CALL_WAIT_MS = 60_000;
 /** How long one `tasks/result` waits in one slice before looking at whether its client is still there. */
 const RESULT_SLICE_MS = 30_000;
 /** A task's lifetime when the client asks for none (and the longest it may ask for). */
-const DEFAULT_TASK_TTL_MS = 24 * 3_600_000;
+const DEFAULT_TASK_TTL_MS = MAX_TASK_TTL_MS;
 /** The `pollInterval` tasks suggest. */
 const POLL_INTERVAL_MS = 1_000;
 /** Where a result names its runtime call id. */
@@ -136,6 +136,14 @@ export class McpFrontDoor {
         session = await this.#deps.sessions.get(id, principal);
         // The protocol's answer to a session the server does not know: the client starts a new one.
         if (!session) return void sendJsonRpcError(res, 404, -32001, "Session not found");
+      }
+      if (req.method === "DELETE") {
+        // The client ends its session: its id is unknown from then on (404), its tasks forgotten. Its calls are
+        // not touched: they end as they would have, and their outcomes stay readable through the REST API.
+        if (!session) return void sendJsonRpcError(res, 400, ErrorCode.InvalidRequest, "Bad Request: Mcp-Session-Id header is required");
+        await this.#deps.sessions.end(session);
+        this.#deps.logger.info({ session: session._id.slice(0, 12), run_id: session.run_id }, "MCP session ended");
+        return void res.writeHead(204).end();
       }
     }
     const server = this.#server(principal, session, admission);
@@ -347,13 +355,15 @@ export class McpFrontDoor {
       void waiting?.wait(0);
       watch?.close();
       const ttl = Math.min(params.task.ttl ?? DEFAULT_TASK_TTL_MS, DEFAULT_TASK_TTL_MS);
+      const createdAt = new Date();
       const task = await this.#deps.sessions.recordTask({
         _id: callId,
         session_id: session?._id ?? null,
         tenant: principal.tenant,
         subject: principal.subject,
-        created_at: new Date(),
+        created_at: createdAt,
         ttl_ms: ttl,
+        expires_at: new Date(createdAt.getTime() + ttl),
       });
       const view = await this.#taskView(task, session);
       return {

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { CallId, Principal, RunContext, RunId } from "@toolgate/contracts";
+import type { Logger } from "@toolgate/telemetry";
 import type { Collection, Db } from "mongodb";
 
 /** The MCP log levels, least severe first (RFC 5424 names, as the protocol has them). */
@@ -31,31 +32,55 @@ export interface McpTask {
   subject: string;
   created_at: Date;
   ttl_ms: number;
+  /** `created_at` + `ttl_ms`: when the task is forgotten (the purge's index). */
+  expires_at: Date;
   cancelled_at?: Date;
 }
+
+/** The longest a task may live (and the age past which a record from before `expires_at` was kept is purged). */
+export const MAX_TASK_TTL_MS = 24 * 3_600_000;
+
+/** How long a replica serves a session from memory before reading it again (a session ended on another replica). */
+const REVALIDATE_MS = 1_000;
 
 /** Most sessions a replica remembers; older ones are read again from the store. */
 const REMEMBERED = 10_000;
 
-/** Stores MCP sessions and tasks (collections `mcp_sessions`, `mcp_tasks`); reads are by `_id` only. */
+/**
+ * Stores MCP sessions and tasks (collections `mcp_sessions`, `mcp_tasks`); reads are by `_id` only. With
+ * `purgeMs`, deletes the sessions and tasks past their expiry that often (FerretDB has no TTL index).
+ */
 export class McpSessions {
   readonly #sessions: Collection<McpSession>;
   readonly #tasks: Collection<McpTask>;
   readonly #ttlMs: number;
   readonly #now: () => number;
-  readonly #remembered = new Map<string, McpSession>();
+  readonly #remembered = new Map<string, { session: McpSession; checkedAt: number }>();
+  readonly #purge: NodeJS.Timeout | undefined;
 
-  constructor(db: Db, options: { ttlMs: number; now?: () => number }) {
+  constructor(db: Db, options: { ttlMs: number; now?: () => number; purgeMs?: number; logger?: Logger }) {
     this.#sessions = db.collection<McpSession>("mcp_sessions");
     this.#tasks = db.collection<McpTask>("mcp_tasks");
     this.#ttlMs = options.ttlMs;
     this.#now = options.now ?? Date.now;
+    if (options.purgeMs !== undefined) {
+      this.#purge = setInterval(() => {
+        this.purge().catch((error: unknown) => options.logger?.warn({ err: error }, "MCP session purge failed; retried later"));
+      }, options.purgeMs);
+      this.#purge.unref();
+    }
   }
 
   /** Creates the indexes the purge and `tasks/list` use. */
   async ensureIndexes(): Promise<void> {
     await this.#sessions.createIndex({ expires_at: 1 });
     await this.#tasks.createIndex({ session_id: 1 });
+    await this.#tasks.createIndex({ expires_at: 1 });
+  }
+
+  /** Stops the periodic purge. */
+  close(): void {
+    clearInterval(this.#purge);
   }
 
   /** Starts a session for `principal` (an insert; the id is 192 random bits). */
@@ -82,11 +107,25 @@ export class McpSessions {
 
   /** The session `id` of `principal`, or undefined (unknown, expired, or another principal's). */
   async get(id: string, principal: Principal): Promise<McpSession | undefined> {
-    const session = this.#remembered.get(id) ?? (await this.#sessions.findOne({ _id: id })) ?? undefined;
-    if (!session || session.tenant !== principal.tenant || session.subject !== principal.subject) return undefined;
-    if (session.expires_at.getTime() <= this.#now()) return undefined;
-    this.#remember(session);
+    const now = this.#now();
+    const remembered = this.#remembered.get(id);
+    const fresh = remembered !== undefined && now - remembered.checkedAt < REVALIDATE_MS;
+    const session = fresh ? remembered.session : ((await this.#sessions.findOne({ _id: id })) ?? undefined);
+    if (!session) {
+      this.#remembered.delete(id);
+      return undefined;
+    }
+    if (session.tenant !== principal.tenant || session.subject !== principal.subject) return undefined;
+    if (session.expires_at.getTime() <= now) return undefined;
+    if (!fresh) this.#remember(session);
     return session;
+  }
+
+  /** Ends a session (`DELETE /mcp`): it and its tasks are deleted; its id is unknown from then on, on every replica within a second. */
+  async end(session: McpSession): Promise<void> {
+    this.#remembered.delete(session._id);
+    await this.#sessions.deleteOne({ _id: session._id });
+    await this.#tasks.deleteMany({ session_id: session._id });
   }
 
   /** Records the session's log level (`logging/setLevel`). */
@@ -130,16 +169,19 @@ export class McpSessions {
     return cancelled;
   }
 
-  /** Deletes sessions past their expiry and tasks older than `before`. */
-  async purge(before: Date): Promise<void> {
-    this.#remembered.clear();
-    await this.#sessions.deleteMany({ expires_at: { $lte: new Date(this.#now()) } });
-    await this.#tasks.deleteMany({ created_at: { $lte: before } });
+  /** Deletes the sessions and tasks past their expiry; returns how many of each. */
+  async purge(): Promise<{ sessions: number; tasks: number }> {
+    const now = new Date(this.#now());
+    const sessions = await this.#sessions.deleteMany({ expires_at: { $lte: now } });
+    const tasks = await this.#tasks.deleteMany({ expires_at: { $lte: now } });
+    // Tasks recorded before they carried an expiry: none lives longer than the longest TTL.
+    const unmarked = await this.#tasks.deleteMany({ expires_at: { $exists: false }, created_at: { $lte: new Date(now.getTime() - MAX_TASK_TTL_MS) } });
+    return { sessions: sessions.deletedCount, tasks: tasks.deletedCount + unmarked.deletedCount };
   }
 
   #remember(session: McpSession): void {
     this.#remembered.delete(session._id);
-    this.#remembered.set(session._id, session);
+    this.#remembered.set(session._id, { session, checkedAt: this.#now() });
     if (this.#remembered.size > REMEMBERED) this.#remembered.delete(this.#remembered.keys().next().value!);
   }
 }
