@@ -72,8 +72,8 @@ afterAll(async () => {
 });
 
 /** Proposes one call as alice and returns its id once policy has asked for approval. */
-async function pendingCall(name: string, args: Record<string, unknown>) {
-  const body = { context: { task_id: "task_page" }, calls: [{ id: "h1", name, arguments: args }], wait_ms: 0 };
+async function pendingCall(name: string, args: Record<string, unknown>, taskId = "task_page") {
+  const body = { context: { task_id: taskId }, calls: [{ id: "h1", name, arguments: args }], wait_ms: 0 };
   const submitted = await stack.api<{ results: { call_id: string }[] }>("POST", "/v1/tool-calls", body);
   const callId = submitted.body.results[0]!.call_id;
   const events = await waitForCallEvents(stack, callId, (es) => es.some((e) => e.type === "approval_requested"));
@@ -87,7 +87,7 @@ async function pendingCall(name: string, args: Record<string, unknown>) {
 }
 
 /** Opens the page as carol; `problems` collects console errors (a Content-Security-Policy violation is one). */
-async function signedInPage(): Promise<{ page: Page; problems: string[]; posts: Request[] }> {
+async function signedInPage(path = "/approvals"): Promise<{ page: Page; problems: string[]; posts: Request[] }> {
   const page = await browser.newPage();
   const problems: string[] = [];
   const posts: Request[] = [];
@@ -98,7 +98,7 @@ async function signedInPage(): Promise<{ page: Page; problems: string[]; posts: 
   page.on("request", (request) => {
     if (request.method() === "POST") posts.push(request);
   });
-  const response = await page.goto(`${stack.policyUrl}/approvals`);
+  const response = await page.goto(`${stack.policyUrl}${path}`);
   expect(response!.status()).toBe(200);
   expect(response!.headers()["content-security-policy"]).toBe(
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
@@ -315,6 +315,46 @@ describe("the approval page", () => {
     expect(await resultOf(stack, callId)).toMatchObject({ ok: false, error: { code: "APPROVAL_DENIED" } });
     expect(posts.map((p) => p.postDataJSON() as unknown)).toEqual([{ plan_hash: view.plan_hash }]);
     expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("opens the approval its link names (?approval_id=&call_id=), and says when that request can no longer be decided", async () => {
+    // Two tasks: saves to one task run one after another, and the first would wait for a human meanwhile.
+    const other = await pendingCall("save_evidence", { task_id: "task_link_a", claim: "Another claim.", source_url: DOC }, "task_link_a");
+    const linked = await pendingCall("save_evidence", { task_id: "task_link_b", claim: "The linked claim.", source_url: DOC }, "task_link_b");
+    const link = `/approvals?approval_id=${linked.approvalId}&call_id=${linked.callId}`;
+    const { page, problems } = await signedInPage(link);
+    const card = page.locator(`article[data-approval-id="${linked.approvalId}"]`);
+    await card.waitFor();
+    // Only that request, though another one waits for the same approver; the way back to the queue is named.
+    expect(await page.locator("article.approval").count()).toBe(1);
+    expect(await page.locator(`article[data-approval-id="${other.approvalId}"]`).count()).toBe(0);
+    expect(await page.getByTestId("linked").innerText()).toContain("The approval this link names:");
+    expect(await page.getByRole("link", { name: "All pending approvals" }).getAttribute("href")).toBe("/approvals");
+    expect(await page.locator("#empty").isHidden()).toBe(true);
+
+    // Decided meanwhile (here: denied by another approver's API call): the page says so and offers nothing to click.
+    expect((await stack.policyApi("POST", `/v1/approvals/${linked.approvalId}/deny`, {})).status).toBe(200);
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await expect
+      .poll(() => page.getByTestId("linked").innerText())
+      .toContain(`Approval ${linked.approvalId} of save_evidence (call ${linked.callId}) can no longer be decided: it was denied.`);
+    expect(await page.locator("article.approval").count()).toBe(0);
+
+    // A link whose call is not the approval's, or an approval that does not exist, opens nothing.
+    await page.goto(`${stack.policyUrl}/approvals?approval_id=${other.approvalId}&call_id=${linked.callId}`);
+    await expect
+      .poll(() => page.getByTestId("linked").innerText())
+      .toContain(`This link names call ${linked.callId}, but approval ${other.approvalId} is of call ${other.callId}`);
+    expect(await page.locator("article.approval").count()).toBe(0);
+    await page.goto(`${stack.policyUrl}/approvals?approval_id=apr_01ZZZZZZZZZZZZZZZZZZZZZZZZ`);
+    await expect.poll(() => page.getByTestId("linked").innerText()).toContain("There is no approval apr_01ZZZZZZZZZZZZZZZZZZZZZZZZ that you may decide.");
+    // The queue itself still lists the other request.
+    await page.getByRole("link", { name: "All pending approvals" }).click();
+    await page.locator(`article[data-approval-id="${other.approvalId}"]`).waitFor();
+    expect(await page.getByTestId("linked").isHidden()).toBe(true);
+    // The browser reports the unknown approval's 404 itself; nothing else went wrong.
+    expect(problems).toEqual(["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
     await page.close();
   });
 

@@ -33,6 +33,7 @@ export const APPROVAL_PAGE_HTML = `<!doctype html>
       <button id="signout" type="button">Sign out</button>
       <span id="status" role="status" data-testid="status"></span>
     </p>
+    <p id="linked" class="linked" data-testid="linked" hidden><span id="linked-text"></span> <a id="all" href="/approvals">All pending approvals</a></p>
     <div id="approvals"></div>
     <p id="empty" hidden>No pending approvals.</p>
   </section>
@@ -82,6 +83,7 @@ pre.arguments { margin: 0; padding: .5rem .75rem; max-height: 28rem; overflow: a
 .masked { padding: 0 .3rem; border-radius: 3px; background: #1b1b1b; color: #fff; font-style: italic; }
 .warning { color: #a00; margin: .3rem 0 0; }
 .hint { color: #555; margin: .3rem 0 0; }
+.linked { background: #fff8e1; border: 1px solid #e0c068; border-radius: 4px; padding: .5rem .75rem; overflow-wrap: anywhere; }
 .decision { grid-area: decision; display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
 .decision > input { flex: 1 1 16rem; min-width: 0; }
 .confirm { flex: 1 1 100%; display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; padding: .6rem .75rem; border: 2px solid #1d6b35; border-radius: 4px; background: #eef7f0; }
@@ -108,6 +110,19 @@ export const APPROVAL_PAGE_JS = `"use strict";
   var skewMs = 0;
   // The cards on screen by approval id, kept across refreshes so a note being typed or an open confirmation survives.
   var cards = new Map();
+  // A link to one request (\`?approval_id=…&call_id=…\`, what the MCP front door gives a client whose call waits):
+  // the page shows that request alone, or why it cannot be decided any more.
+  var query = new URLSearchParams(location.search);
+  var linked = query.get("approval_id");
+  var linkedCall = query.get("call_id");
+  var me = null;
+  var WHY = {
+    approved: "it was approved",
+    denied: "it was denied",
+    expired: "nobody decided it in time",
+    revoked: "the policy in force no longer allows the call",
+    withdrawn: "it was withdrawn: its call was cancelled or its run stopped, and the call will not run",
+  };
 
   function api(method, path, body) {
     var init = { method: method, headers: { authorization: "Bearer " + credential } };
@@ -345,10 +360,43 @@ export const APPROVAL_PAGE_JS = `"use strict";
     cards.forEach(function (card, id) {
       if (!seen.has(id)) { card.node.remove(); cards.delete(id); }
     });
-    $("empty").hidden = approvals.length > 0;
+    $("empty").hidden = approvals.length > 0 || linked !== null;
+  }
+
+  function notice(text) {
+    $("linked").hidden = linked === null;
+    $("linked-text").textContent = text;
+  }
+
+  function loadLinked() {
+    return api("GET", "/v1/approvals/" + encodeURIComponent(linked)).then(function (json) {
+      var a = json.approval;
+      if (linkedCall !== null && a.call_id !== linkedCall) {
+        render([]);
+        return notice("This link names call " + linkedCall + ", but approval " + a.approval_id + " is of call " + a.call_id + ": nothing to decide here.");
+      }
+      if (a.state !== "pending") {
+        render([]);
+        return notice("Approval " + a.approval_id + " of " + a.tool.name + " (call " + a.call_id + ") can no longer be decided: " + (WHY[a.state] || a.state) + ".");
+      }
+      if (me && a.requester.tenant === me.tenant && a.requester.subject === me.subject) {
+        render([]);
+        return notice("You made call " + a.call_id + ": another approver must decide approval " + a.approval_id + ".");
+      }
+      notice("The approval this link names:");
+      render([a]);
+    }).catch(function (error) {
+      if (error.status === 401) return signOut("That credential was not accepted.");
+      if (error.status === 404) {
+        render([]);
+        return notice("There is no approval " + linked + " that you may decide.");
+      }
+      status(error.message);
+    });
   }
 
   function load() {
+    if (linked !== null) return loadLinked();
     return api("GET", "/v1/approvals").then(function (json) { render(json.approvals); }).catch(function (error) {
       if (error.status === 401) signOut("That credential was not accepted.");
       else status(error.message);
@@ -357,6 +405,7 @@ export const APPROVAL_PAGE_JS = `"use strict";
 
   function signOut(message) {
     credential = null;
+    me = null;
     sessionStorage.removeItem(KEY);
     render([]);
     $("queue").hidden = true;
@@ -365,8 +414,9 @@ export const APPROVAL_PAGE_JS = `"use strict";
   }
 
   function signedIn() {
-    api("GET", "/v1/me").then(function (me) {
-      $("who").textContent = "signed in as " + me.principal.tenant + "/" + me.principal.subject;
+    api("GET", "/v1/me").then(function (answer) {
+      me = answer.principal;
+      $("who").textContent = "signed in as " + me.tenant + "/" + me.subject;
       $("signin").hidden = true;
       $("queue").hidden = false;
       return load();
@@ -380,6 +430,7 @@ export const APPROVAL_PAGE_JS = `"use strict";
     sessionStorage.setItem(KEY, credential);
     signedIn();
   });
+  $("all").href = location.pathname;
   $("refresh").addEventListener("click", function () { load(); });
   $("signout").addEventListener("click", function () { signOut(); });
   setInterval(function () { if (credential) load(); }, 5000);
