@@ -242,7 +242,15 @@ describe("crash recovery", () => {
       ["fetch_document", true],
       ["save_evidence", true],
     ]);
-    const trace = await stack.trace(runId);
+    // Audit stores a run's events on several slots at once: the run's end can be on the record a moment before
+    // the last turn's model_responded, so the trail is read once it holds all four turns (or the wait fails).
+    const trace = await waitFor(
+      async () => {
+        const events = await stack.trace(runId);
+        return events.filter((e) => e.event.kind === "run" && e.event.type === "model_responded").length >= 4 ? events : undefined;
+      },
+      { timeoutMs: 10_000, description: "every turn of the run on the audit record" },
+    ).catch(async () => stack.trace(runId));
     // Each call was executed exactly once, and the model was asked once per turn.
     const startedPerCall = new Map<string, number>();
     for (const { event } of trace)
