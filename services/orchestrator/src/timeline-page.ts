@@ -6,6 +6,8 @@
  * from that endpoint and is written with `textContent`, never as HTML: tool names, arguments and messages may
  * come from the model. Sensitive arguments arrive already redacted; the page polls while the run is live.
  */
+import { PAGE_DOM_HELPERS } from "@toolgate/service-runtime";
+
 export const TIMELINE_PAGE_HTML = `<!doctype html>
 <html lang="en">
 <head>
@@ -138,6 +140,7 @@ export const TIMELINE_PAGE_JS = `"use strict";
 (function () {
   var KEY = "toolgate.api.credential";
   // The placeholder of a value the tool's contract marks sensitive (REDACTED in @toolgate/registry).
+  var MASKED_TITLE = "The tool's contract marks this field sensitive; its value is not shown.";
   var REDACTED = "[REDACTED]";
   var STATUS_TEXT = { proposed: "proposed", awaiting_approval: "awaiting approval", authorized: "authorized", running: "running",
     completed: "completed", rejected: "rejected", denied: "denied", outcome_unknown: "outcome unknown" };
@@ -167,13 +170,6 @@ export const TIMELINE_PAGE_JS = `"use strict";
 
   function status(text) { $("status").textContent = text; }
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined) node.textContent = text;
-    return node;
-  }
-
   function pad(n, width) { var s = String(n); while (s.length < (width || 2)) s = "0" + s; return s; }
 
   /** "2025-03-01 14:05:09.123 UTC+01:00" in this browser's time zone. */
@@ -200,47 +196,7 @@ export const TIMELINE_PAGE_JS = `"use strict";
     return Math.floor(s / 3600) + " h " + pad(Math.floor((s % 3600) / 60)) + " min";
   }
 
-  function pointerOf(path, key) { return path + "/" + String(key).split("~").join("~0").split("/").join("~1"); }
-
-  /** Appends value as JSON.stringify(value, null, 2) prints it; redacted values are shown masked. */
-  function appendJson(parent, value, indent, path, masked) {
-    if (value === REDACTED) {
-      masked.push(path || "/");
-      var hidden = el("span", "masked", "hidden: sensitive");
-      hidden.title = "The tool's contract marks this field sensitive; its value is not shown.";
-      parent.appendChild(hidden);
-      return;
-    }
-    if (value === null || typeof value !== "object") {
-      parent.appendChild(el("span", typeof value === "string" ? "j-str" : "j-lit", JSON.stringify(value)));
-      return;
-    }
-    var array = Array.isArray(value);
-    var keys = array ? value.map(function (_, i) { return i; }) : Object.keys(value);
-    if (keys.length === 0) { parent.appendChild(document.createTextNode(array ? "[]" : "{}")); return; }
-    var inner = indent + "  ";
-    parent.appendChild(document.createTextNode(array ? "[\\n" : "{\\n"));
-    keys.forEach(function (key, i) {
-      parent.appendChild(document.createTextNode(inner));
-      if (!array) {
-        parent.appendChild(el("span", "j-key", JSON.stringify(key)));
-        parent.appendChild(document.createTextNode(": "));
-      }
-      appendJson(parent, value[key], inner, pointerOf(path, key), masked);
-      parent.appendChild(document.createTextNode(i < keys.length - 1 ? ",\\n" : "\\n"));
-    });
-    parent.appendChild(document.createTextNode(indent + (array ? "]" : "}")));
-  }
-
-  function fact(list, label, content, field) {
-    list.appendChild(el("dt", "", label));
-    var dd = el("dd");
-    dd.setAttribute("data-field", field);
-    if (typeof content === "string") dd.textContent = content; else dd.appendChild(content);
-    list.appendChild(dd);
-    return dd;
-  }
-
+${PAGE_DOM_HELPERS}
   function auditLink(url, path, label) {
     // Only an http(s) URL from the server's configuration becomes a link; otherwise the path is shown.
     if (url && /^https?:/.test(url)) {
