@@ -1,6 +1,7 @@
 import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { freePort, REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
+import { createServer } from "node:net";
+import { REPO_ROOT, Stack, testInfra, waitFor } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -196,9 +197,9 @@ describe("toolgate CLI", () => {
       expect(line).not.toContain("undefined");
       const tools = await attempt(["tools"], { TOOLGATE_URL: stack.policyUrl });
       expect(oneLine(tools.stderr)).toContain("did not answer as the Toolgate orchestrator");
-      const nothing = await attempt(["tools"], { TOOLGATE_URL: `http://127.0.0.1:${await freePort()}` });
+      const nothing = await attempt(["tools"], { TOOLGATE_URL: `http://${await closedAddress()}` });
       expect(nothing.code).toBe(1);
-      expect(oneLine(nothing.stderr)).toMatch(/^toolgate: cannot reach the orchestrator at http:\/\/127\.0\.0\.1:\d+ \(TOOLGATE_URL\): ECONNREFUSED$/);
+      expect(oneLine(nothing.stderr)).toMatch(/^toolgate: cannot reach the orchestrator at http:\/\/127\.0\.0\.254:\d+ \(TOOLGATE_URL\): ECONNREFUSED$/);
     });
 
     it("names a bad --task, --call or subject prefix, and a stream that is not there", async () => {
@@ -217,10 +218,26 @@ describe("toolgate CLI", () => {
     });
 
     it("says so in one line when tail cannot reach NATS", async () => {
-      const url = `nats://127.0.0.1:${await freePort()}`;
+      const url = `nats://${await closedAddress()}`;
       const result = await attempt(["tail"], { NATS_URL: url });
       expect(result.code).toBe(1);
       expect(oneLine(result.stderr)).toMatch(new RegExp(`^toolgate: cannot reach NATS at ${url.replace(/\./g, "\\.")} \\(NATS_URL\\): `));
     });
   });
 });
+
+/**
+ * An address nothing listens on and nothing in this suite can start listening on while a test uses it: every
+ * server the tests start binds 127.0.0.1, so a port free on 127.0.0.254 stays refused (a port free on 127.0.0.1
+ * can be taken by another test file's server between the check and the CLI's connect).
+ */
+function closedAddress(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.254", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(`127.0.0.254:${address.port}`) : reject(new Error("no port"))));
+    });
+  });
+}
