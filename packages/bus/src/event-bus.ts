@@ -56,6 +56,23 @@ export interface ConsumerSpec {
    * only for a consumer that acts on nothing and keeps the signature to verify later (audit).
    */
   verifySignatures?: boolean;
+  /**
+   * The named step of a call its handler is (`policy_decision`, `execute_tool <tool>`, `attach_result`). With
+   * spans on, each message it handles (of those `when` accepts) is handled in a span of that name carrying the
+   * event's attributes: the consumer span itself, or the process span's child when every hop has its own spans.
+   * A consumer without a step (or a message `when` refuses) gets no span of its own unless hops are traced: what
+   * its handler publishes continues the publisher's span.
+   */
+  step?: StepSpan;
+}
+
+/** A consumer's step: its kind (`toolgate.step`), its span's name per event, and which events get one. */
+export interface StepSpan {
+  step: string;
+  name: (event: ToolgateEvent) => string;
+  when?: (event: ToolgateEvent) => boolean;
+  /** Attributes the span carries besides the event's (e.g. `gen_ai.operation.name`). */
+  attributes?: Readonly<Record<string, string>>;
 }
 
 /** A running consumer. */

@@ -1,7 +1,5 @@
-import { context, SpanStatusCode, trace, type Attributes } from "@opentelemetry/api";
+import type { Attributes } from "@opentelemetry/api";
 import type { ToolgateEvent } from "@toolgate/contracts";
-import type { RunTraces } from "@toolgate/telemetry";
-import type { Delivery, EventHandler } from "./event-bus.js";
 
 /**
  * What a span may say about an event (seed 001 §7.1): its ids, tool and contract version, attempt, outcome
@@ -51,31 +49,4 @@ function resultAttributes(result: { ok?: unknown; error?: { code?: unknown }; re
 export function stepAttributes(attributes: Attributes): Attributes {
   const { "toolgate.event.type": _type, ...rest } = attributes;
   return rest;
-}
-
-/**
- * Runs `handler` inside a span of its own (a named step of a call: `policy_decision`, `execute_tool <tool>`,
- * `attach_result`), a child of the message's span, with the event's attributes; ended when the handler settles,
- * marked as an error when it throws. Without spans (`runs` undefined) returns `handler` itself: nothing is added.
- */
-export function withStepSpan(
-  runs: RunTraces | undefined,
-  step: string,
-  name: (event: ToolgateEvent) => string,
-  handler: EventHandler,
-  attributes: Attributes = {},
-): EventHandler {
-  if (!runs) return handler;
-  return async (event: ToolgateEvent, delivery: Delivery) => {
-    const span = runs.start(name(event), { attributes: { ...stepAttributes(eventAttributes(event)), ...attributes, "toolgate.step": step } });
-    try {
-      return await context.with(trace.setSpan(context.active(), span), () => handler(event, delivery));
-    } catch (error) {
-      span.recordException(error as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR });
-      throw error;
-    } finally {
-      span.end();
-    }
-  };
 }

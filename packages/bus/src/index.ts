@@ -10,9 +10,20 @@ export {
   type AckAction,
   type DeliveryAttempt,
 } from "./disposition.js";
-export type { ConsumerLag, EventBus, Subscription, EventHandler, RejectionHandler, ConsumerSpec, Worker, Delivery, PublishReceipt } from "./event-bus.js";
+export type {
+  ConsumerLag,
+  EventBus,
+  Subscription,
+  EventHandler,
+  RejectionHandler,
+  ConsumerSpec,
+  StepSpan,
+  Worker,
+  Delivery,
+  PublishReceipt,
+} from "./event-bus.js";
 export { NatsEventBus, PublishError, type NatsEventBusOptions, type StreamSettings } from "./nats-event-bus.js";
-export { eventAttributes, withStepSpan } from "./event-spans.js";
+export { eventAttributes } from "./event-spans.js";
 export { ClaimLedger, type ClaimLedgerOptions, type LedgerClaim } from "./claim-ledger.js";
 export { unreachableDependency, type Unreachable } from "./unreachable.js";
 export { unprocessableValue, type Unprocessable } from "./unprocessable.js";

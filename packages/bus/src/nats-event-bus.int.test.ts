@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, JetStreamApiError, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { context, propagation, trace } from "@opentelemetry/api";
+import { context, propagation, SpanKind, trace } from "@opentelemetry/api";
 import { eventId, newCallId, newRunId, subjectCatalogue, type EventRejection, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { createLogger, initTracing, runTraceId, spanIdOf, traceIdOf, type RunTraces } from "@toolgate/telemetry";
@@ -97,7 +97,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, traceSpans = false, runTraces?: RunTraces): Promise<NatsEventBus> {
+interface Tracing {
+  traceSpans?: boolean;
+  traceHops?: boolean;
+  runTraces?: RunTraces | undefined;
+}
+
+async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000, tracing: Tracing = {}): Promise<NatsEventBus> {
   const bus = await NatsEventBus.connect({
     servers: testInfra().natsUrl,
     name: "bus-test",
@@ -105,16 +111,17 @@ async function connectBus(subjects: SubjectCatalogue, duplicateWindowMs = 60_000
     maxEventBytes: MAX_EVENT_BYTES,
     stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs },
     logger,
-    traceSpans,
-    ...(runTraces ? { runTraces } : {}),
+    traceSpans: tracing.traceSpans ?? false,
+    traceHops: tracing.traceHops ?? false,
+    ...(tracing.runTraces ? { runTraces: tracing.runTraces } : {}),
   });
   cleanups.push(() => bus.close());
   return bus;
 }
 
-async function harness(options: { traceSpans?: boolean; runTraces?: RunTraces | undefined } = {}): Promise<Harness> {
+async function harness(tracing: Tracing = {}): Promise<Harness> {
   const subjects = subjectCatalogue(uniqueName("t"));
-  const bus = await connectBus(subjects, 60_000, options.traceSpans ?? false, options.runTraces);
+  const bus = await connectBus(subjects, 60_000, tracing);
   const nc = bus.connection;
   const jsm = await jetstreamManager(nc);
   cleanups.push(async () => {
@@ -350,11 +357,70 @@ describe("NatsEventBus", () => {
     expect((await h.jsm.streams.getMessage(h.subjects.stream, { seq: 4 }))!.header.get("traceparent").split("-")[1]).toBe(a![1]);
   });
 
-  it("with spans, publishes in a producer span and handles in a consumer span of the publisher's trace; outside any span, of the run's", async () => {
+  it("with spans, handles a step's message in one consumer span named for the step, and carries its context on", async () => {
     const exported = new InMemorySpanExporter();
     const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
     try {
       const h = await harness({ traceSpans: true, runTraces: tracing.runs });
+      const proposed = proposedEvent("{}");
+      const callId = proposed.kind === "call" ? proposed.call_id : "";
+      const step = { step: "decide", name: () => "decide", attributes: { "gen_ai.operation.name": "decide" } };
+      await h.consume(spec({ name: "steps", filters: [h.subjects.callEvents("proposed")], step }), async () => {
+        await h.bus.publish(startedEvent(callId, proposed.run_id));
+        return ACK;
+      });
+      // A consumer without a step adds no span: it works, and publishes, in the context its message carried.
+      const plain: (string | undefined)[] = [];
+      await h.consume(spec({ name: "plain", filters: [h.subjects.callEvents("started")] }), async () => {
+        plain.push(trace.getSpanContext(context.active())?.spanId);
+        await h.bus.publish(runStartedEvent(proposed.run_id));
+        return ACK;
+      });
+      let publisher: { traceId: string; spanId: string } | undefined;
+      await tracing.tracer.startActiveSpan("propose", async (span) => {
+        await h.bus.publish(proposed);
+        publisher = span.spanContext();
+        span.end();
+      });
+      await waitFor(() => plain.length === 1, { description: "the plain consumer's message" });
+      const spans = exported.getFinishedSpans();
+      expect(spans.map((s) => s.name).sort()).toEqual(["decide", "propose"]);
+      const decide = spans.find((s) => s.name === "decide")!;
+      expect(decide.kind).toBe(SpanKind.CONSUMER);
+      expect(decide.parentSpanContext?.spanId).toBe(publisher?.spanId);
+      expect(decide.spanContext().traceId).toBe(publisher?.traceId);
+      expect(decide.attributes).toMatchObject({
+        "toolgate.step": "decide",
+        "gen_ai.operation.name": "decide",
+        "toolgate.call_id": callId,
+        "messaging.system": "nats",
+        "messaging.operation.type": "process",
+        "messaging.consumer.group.name": "steps",
+        "messaging.message.id": proposed.id,
+      });
+      // What the step published is an event of its span and carries its context; so does what `plain` published.
+      expect(decide.events.map((e) => e.name)).toEqual(["started"]);
+      expect(plain).toEqual([decide.spanContext().spanId]);
+      const traceparent = `00-${publisher?.traceId}-${decide.spanContext().spanId}-01`;
+      const started = await h.jsm.streams.getMessage(h.subjects.stream, { last_by_subj: h.subjects.call(callId, "started") });
+      expect(started?.header.get("traceparent")).toBe(traceparent);
+      const runStarted = await waitFor(() => h.jsm.streams.getMessage(h.subjects.stream, { last_by_subj: h.subjects.run(proposed.run_id, "started") }), {
+        description: "the run event plain published",
+      });
+      expect(runStarted?.header.get("traceparent")).toBe(traceparent);
+    } finally {
+      await tracing.shutdown();
+      trace.disable();
+      propagation.disable();
+      context.disable();
+    }
+  });
+
+  it("with hops traced, publishes in a producer span and handles in a consumer span of the publisher's trace; outside any span, of the run's", async () => {
+    const exported = new InMemorySpanExporter();
+    const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
+    try {
+      const h = await harness({ traceSpans: true, traceHops: true, runTraces: tracing.runs });
       const seen: (string | undefined)[] = [];
       await h.consume(spec(), async () => {
         seen.push(traceIdOf());

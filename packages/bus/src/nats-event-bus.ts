@@ -1,4 +1,15 @@
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Span, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
+import {
+  context,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Span,
+  type SpanOptions,
+  type TextMapGetter,
+  type TextMapSetter,
+} from "@opentelemetry/api";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -101,6 +112,14 @@ export interface NatsEventBusOptions {
    */
   traceSpans?: boolean;
   /**
+   * With spans: whether every hop has spans of its own, as the messaging conventions describe them (a producer
+   * span per publish, a consumer span per message handled, the step's span its child). Without (the default),
+   * a call's trace holds its steps only: a step's span is the consumer span of the message that started it, and
+   * what it publishes is an event of that span and carries its context. A hop costs two spans per consumer of
+   * it; a call crosses about a dozen.
+   */
+  traceHops?: boolean;
+  /**
    * With spans: the parent of an event published, or a message handled, outside any span (a run's events, an
    * approver's decision, a publisher without spans) — its run's span, so every span of a run is in its trace.
    */
@@ -140,6 +159,9 @@ const PULL_EXPIRES_MS = 5_000;
 /** How long a history read waits for the messages its consumer had pending, and after how long idle the server drops it. */
 const HISTORY_FETCH_MS = 5_000;
 const HISTORY_IDLE_MS = 30_000;
+/** What a handler came to: how to settle its message, or the error it threw (redelivered). */
+type HandlerOutcome = { disposition: Disposition } | { error: unknown };
+
 const headerSetter: TextMapSetter<MsgHdrs> = { set: (h, k, v) => h.set(k, v) };
 const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
   get: (h, k) => (h?.has(k) ? h.get(k) : undefined),
@@ -351,8 +373,9 @@ export class NatsEventBus implements EventBus {
       throw new PublishError(`event ${event.id} is ${data.byteLength} bytes, above the ${this.#options.maxEventBytes} limit`, { retryable: false });
     }
     const h = natsHeaders();
-    const span = this.#options.traceSpans ? this.#publishSpan(event, subject, data.byteLength, h) : undefined;
-    if (!span) h.set("traceparent", runTraceParent(event));
+    let span: Span | undefined;
+    if (!this.#options.traceSpans) h.set("traceparent", runTraceParent(event));
+    else span = this.#tracePublish(event, subject, data.byteLength, h);
     const signer = this.#options.signer;
     if (signer) h.set(EVENT_SIGNATURE_HEADER, signer.sign(messageDigest(data)));
     this.#stats.add(`bus.publish.${event.kind}.${event.type}`);
@@ -385,15 +408,21 @@ export class NatsEventBus implements EventBus {
   }
 
   /**
-   * The producer span of a publish (messaging conventions), its context injected into the headers. The step
-   * that publishes (the active span) records the event as a span event and takes its attributes (see `stepAttributes`).
+   * Puts a publish in its trace: the step that publishes (the active span) records the event as a span event and
+   * takes its attributes (see `stepAttributes`), and the message carries the step's context — or, with hops
+   * traced, the context of a producer span of its own (messaging conventions), returned to be ended on the ack.
+   * Outside any span the parent is the event's run.
    */
-  #publishSpan(event: ToolgateEvent, subject: string, bytes: number, h: MsgHdrs): Span {
+  #tracePublish(event: ToolgateEvent, subject: string, bytes: number, h: MsgHdrs): Span | undefined {
     const active = context.active();
     const attributes = eventAttributes(event);
     const step = trace.getSpan(active);
     step?.addEvent(event.type, attributes).setAttributes(stepAttributes(attributes));
     const parent = step || !this.#options.runTraces ? active : this.#options.runTraces.runContext(event.run_id);
+    if (!this.#options.traceHops) {
+      propagation.inject(parent, h, headerSetter);
+      return undefined;
+    }
     const template = destinationTemplate(subject, event);
     const span = this.#tracer.startSpan(
       `publish ${template}`,
@@ -659,44 +688,55 @@ export class NatsEventBus implements EventBus {
     const extracted = propagation.extract(context.active(), msg.headers, headerGetter);
     const parent = trace.getSpan(extracted) || !this.#options.runTraces ? extracted : this.#options.runTraces.runContext(event.run_id);
     const template = destinationTemplate(msg.subject, event);
-    await context.with(parent, () =>
-      this.#tracer.startActiveSpan(
-        `process ${template}`,
-        {
-          kind: SpanKind.CONSUMER,
-          attributes: {
-            ...eventAttributes(event),
-            "messaging.system": "nats",
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": msg.subject,
-            "messaging.destination.template": template,
-            "messaging.consumer.group.name": spec.name,
-            "messaging.message.id": event.id,
-            "messaging.message.body.size": msg.data.byteLength,
-            "toolgate.delivery_count": delivery.deliveryCount,
-          },
-        },
-        async (span) => {
-          const outcome = await this.#outcome(handler, event, delivery, spec);
-          if ("error" in outcome) {
-            span.recordException(outcome.error as Error);
-            span.setStatus({ code: SpanStatusCode.ERROR });
-          }
-          this.#settle(msg, spec, event, delivery, received, outcome);
-          span.end();
-        },
-      ),
-    );
+    const messaging = {
+      "messaging.system": "nats",
+      "messaging.operation.type": "process",
+      "messaging.destination.name": msg.subject,
+      "messaging.destination.template": template,
+      "messaging.consumer.group.name": spec.name,
+      "messaging.message.id": event.id,
+      "toolgate.delivery_count": delivery.deliveryCount,
+    };
+    const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
+    const stepSpan = (kind: SpanKind, extra: Attributes): SpanOptions => ({
+      kind,
+      attributes: { ...stepAttributes(eventAttributes(event)), ...step?.attributes, ...extra, "toolgate.step": step?.step },
+    });
+    const handle = () => this.#outcome(handler, event, delivery, spec);
+    let outcome: HandlerOutcome;
+    if (this.#options.traceHops) {
+      const process: SpanOptions = {
+        kind: SpanKind.CONSUMER,
+        attributes: { ...eventAttributes(event), ...messaging, "messaging.operation.name": "process", "messaging.message.body.size": msg.data.byteLength },
+      };
+      const inStep = step ? () => this.#inSpan(step.name(event), stepSpan(SpanKind.INTERNAL, {}), handle) : handle;
+      outcome = await context.with(parent, () => this.#inSpan(`process ${template}`, process, inStep));
+    } else if (step) {
+      outcome = await context.with(parent, () => this.#inSpan(step.name(event), stepSpan(SpanKind.CONSUMER, messaging), handle));
+    } else {
+      outcome = await context.with(parent, handle);
+    }
+    this.#settle(msg, spec, event, delivery, received, outcome);
+  }
+
+  /** Runs `run` with a new span active, a child of the active context; an error outcome marks it. */
+  async #inSpan(name: string, options: SpanOptions, run: () => Promise<HandlerOutcome>): Promise<HandlerOutcome> {
+    return this.#tracer.startActiveSpan(name, options, async (span) => {
+      try {
+        const outcome = await run();
+        if ("error" in outcome) {
+          span.recordException(outcome.error as Error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        return outcome;
+      } finally {
+        span.end();
+      }
+    });
   }
 
   /** Runs the handler; a throw is an outcome too ("transient, retry later"). */
-  async #outcome(
-    handler: EventHandler,
-    event: ToolgateEvent,
-    delivery: Delivery,
-    spec: ConsumerSpec,
-  ): Promise<{ disposition: Disposition } | { error: unknown }> {
+  async #outcome(handler: EventHandler, event: ToolgateEvent, delivery: Delivery, spec: ConsumerSpec): Promise<HandlerOutcome> {
     try {
       return { disposition: await handler(event, delivery) };
     } catch (error) {
@@ -709,14 +749,7 @@ export class NatsEventBus implements EventBus {
   }
 
   /** Acknowledges the message as the handler's outcome says. */
-  #settle(
-    msg: JsMsg,
-    spec: ConsumerSpec,
-    event: ToolgateEvent,
-    delivery: Delivery,
-    received: number,
-    outcome: { disposition: Disposition } | { error: unknown },
-  ): void {
+  #settle(msg: JsMsg, spec: ConsumerSpec, event: ToolgateEvent, delivery: Delivery, received: number, outcome: HandlerOutcome): void {
     const action = ackAction(outcome, delivery);
     this.#stats.add(`bus.${action.op}.${spec.name}`);
     if (received > 0) this.#stats.record("in", event.id, received, epochMicros());

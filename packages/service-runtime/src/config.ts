@@ -127,6 +127,11 @@ export const baseEnvShape = {
   /** `true` turns tracing off whatever else is set (the specification's switch). */
   OTEL_SDK_DISABLED: z.enum(["true", "false"]).optional(),
   /**
+   * With spans: `true` gives every NATS hop its producer and consumer spans (messaging conventions), about a
+   * dozen more spans per call; by default a call's trace holds its steps, each the consumer span of its message.
+   */
+  TOOLGATE_TRACE_HOPS: z.enum(["true", "false"]).default("false"),
+  /**
    * Spans (database commands, messages handled, publishes) kept for a benchmark to read with SIGUSR2; 0 keeps
    * none. Counters are always kept.
    */

@@ -47,6 +47,7 @@ export async function connectInfrastructure(
     stats,
     // Spans (and the async context that carries them) only when something exports them.
     traceSpans: context.tracing?.spans ?? false,
+    traceHops: config.TOOLGATE_TRACE_HOPS === "true",
     ...(context.tracing?.runs ? { runTraces: context.tracing.runs } : {}),
     monitorUrls: config.NATS_MONITOR_URL,
     allowUnsafe,

@@ -1,3 +1,4 @@
+import type { ToolgateEvent } from "@toolgate/contracts";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
 import { MongoAuditStore } from "@toolgate/storage";
 import { auditHandler } from "./audit-worker.js";
@@ -35,6 +36,8 @@ await runService({
         maxDeliver: 100,
         // Audit acts on nothing: it keeps each event's signature and digest, and /verify checks them.
         verifySignatures: false,
+        // One span per call and per run in their traces, for the event that closes the trail, not one per event.
+        step: { step: "audit", name: () => "audit_record", when: closesTrail },
       },
       auditHandler({ store, tools: catalogTools(contracts), logger, refusals: measured.refusals }),
       (rejection, message) => store.recordRejected(rejection, message),
@@ -57,3 +60,8 @@ await runService({
     };
   },
 });
+
+/** Whether `event` is the last of its call's trail (the result attached) or its run's (the run ended). */
+function closesTrail(event: ToolgateEvent): boolean {
+  return event.kind === "call" ? event.type === "result_attached" : event.type === "completed" || event.type === "stopped";
+}

@@ -1,4 +1,3 @@
-import { withStepSpan } from "@toolgate/bus";
 import { MongoApprovalStore } from "@toolgate/approvals";
 import { decisionVerifier } from "@toolgate/contracts";
 import { ToolRegistry, type ToolContext } from "@toolgate/registry";
@@ -122,31 +121,26 @@ await runService({
         // Unbounded on the server: deliveries to an executor that died or stalled must not use up a call's last
         // delivery unseen. The handler bounds them: delivery EXECUTOR_MAX_DELIVER runs no tool and ends the call.
         maxDeliver: -1,
+        step: { step: "execution", name: (event) => `execute_tool ${event.tool?.name ?? "unknown"}`, attributes: { "gen_ai.operation.name": "execute_tool" } },
       },
-      withStepSpan(
-        tracing.runs,
-        "execution",
-        (event) => `execute_tool ${event.tool?.name ?? "unknown"}`,
-        executorHandler({
-          bus: infra.bus,
-          contracts: catalog,
-          invoker,
-          store: keys,
-          operations: tracker,
-          verifier,
-          approvals: new MongoApprovalStore(infra.db),
-          evidence,
-          deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
-          executorId: config.INSTANCE_ID,
-          leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
-          leases,
-          maxDeliveries: config.EXECUTOR_MAX_DELIVER,
-          maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
-          logger,
-          metrics: measured,
-        }),
-        { "gen_ai.operation.name": "execute_tool" },
-      ),
+      executorHandler({
+        bus: infra.bus,
+        contracts: catalog,
+        invoker,
+        store: keys,
+        operations: tracker,
+        verifier,
+        approvals: new MongoApprovalStore(infra.db),
+        evidence,
+        deadLetters: infra.db.collection<DeadLetterRecord>("dead_letters"),
+        executorId: config.INSTANCE_ID,
+        leaseMarginMs: config.EXECUTOR_LEASE_MARGIN_MS,
+        leases,
+        maxDeliveries: config.EXECUTOR_MAX_DELIVER,
+        maxAbandonedAttempts: config.EXECUTOR_MAX_ABANDONED_ATTEMPTS,
+        logger,
+        metrics: measured,
+      }),
     );
     const operationsWorker = await infra.bus.consume(
       {

@@ -1,4 +1,4 @@
-import { ClaimLedger, withStepSpan } from "@toolgate/bus";
+import { ClaimLedger } from "@toolgate/bus";
 import { TERMINAL_CALL_EVENT_TYPES } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -106,8 +106,9 @@ await runService({
         maxAckPending: config.ORCHESTRATOR_MAX_ACK_PENDING,
         ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
+        step: { step: "attach", name: () => "attach_result" },
       },
-      withStepSpan(tracing.runs, "attach", () => "attach_result", loop.onTerminal),
+      loop.onTerminal,
     );
     const approvals = await infra.bus.consume(
       {

@@ -1,5 +1,5 @@
 import { MongoApprovalStore } from "@toolgate/approvals";
-import { ACK, terminate, withStepSpan } from "@toolgate/bus";
+import { ACK, terminate } from "@toolgate/bus";
 import { decisionSigner } from "@toolgate/contracts";
 import { Authenticator } from "@toolgate/identity";
 import { connectContractCatalog, connectInfrastructure, runService } from "@toolgate/service-runtime";
@@ -66,23 +66,19 @@ await runService({
         maxAckPending: config.POLICY_MAX_ACK_PENDING,
         ackWaitMs: config.BUS_ACK_WAIT_MS,
         maxDeliver: 20,
+        step: { step: "policy_decision", name: () => "policy_decision" },
       },
-      withStepSpan(
-        tracing.runs,
-        "policy_decision",
-        () => "policy_decision",
-        policyHandler({
-          bus: infra.bus,
-          contracts,
-          policies: () => policies,
-          signer,
-          decisionTtlMs: config.POLICY_DECISION_TTL_MS,
-          quotas,
-          desk,
-          logger,
-          decisions: measured.decisions,
-        }),
-      ),
+      policyHandler({
+        bus: infra.bus,
+        contracts,
+        policies: () => policies,
+        signer,
+        decisionTtlMs: config.POLICY_DECISION_TTL_MS,
+        quotas,
+        desk,
+        logger,
+        decisions: measured.decisions,
+      }),
     );
 
     // A run that stops withdraws its calls' open approval requests, so none of them can run after the stop.
