@@ -198,6 +198,12 @@ describe("traces over OTLP", () => {
     });
     const proposal = spans.find((s) => s.name === "propose_tool_call" && s.attributes["toolgate.call_id"] === refund.callId);
     expect(wait?.parentSpanId).toBe(proposal?.spanId);
+    // A host-driven run's trace has its root too, recorded when the run was created: the host's call hangs under it.
+    const roots = spans.filter((s) => s.parentSpanId === "");
+    expect(roots.map((s) => [s.name, s.service, s.attributes["toolgate.run.driver"]])).toEqual([["host_run", "toolgate-orchestrator", "host"]]);
+    expect(proposal?.parentSpanId).toBe(roots[0]?.spanId);
+    const byId = new Set(spans.map((s) => s.spanId));
+    expect(spans.filter((s) => s.parentSpanId !== "" && !byId.has(s.parentSpanId)).map((s) => `${s.service} ${s.name}`)).toEqual([]);
     // The denial the approver's request published is in the wait's span, and ends the call.
     expect(wait?.events.map((e) => [e.name, e.attributes["toolgate.error_code"]])).toEqual([["denied", "APPROVAL_DENIED"]]);
     const attach = spans.find((s) => s.name === "attach_result" && s.attributes["toolgate.call_id"] === refund.callId);

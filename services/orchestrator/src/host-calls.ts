@@ -2,13 +2,14 @@ import type { ClaimLedger, EventBus } from "@toolgate/bus";
 import { runEvent, type CallId, type Principal, type ResultEnvelope, type RunContext, type RunId } from "@toolgate/contracts";
 import type { ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
-import type { Logger } from "@toolgate/telemetry";
+import type { Logger, RunTraces } from "@toolgate/telemetry";
 import type { CallScheduler } from "./call-scheduler.js";
 import { Durable } from "./durable.js";
 import { hostCallKey, HostCallConflictError, HostCallKeys } from "./host-call-keys.js";
 import type { LoopState } from "./loop-state.js";
 import { callRecords, RunRequestError, taintFrom, untrustedTools, validateCalls } from "./proposals.js";
 import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
+import { recordHostRunSpan } from "./run-spans.js";
 
 /**
  * A host's calls and where they go: its run (`runId`), a new run, or the run fixed when a client idempotency key
@@ -42,6 +43,8 @@ export interface HostCallsDeps {
   newRun: (principal: Principal, context: RunContext) => RunRecord;
   logger: Logger;
   now: () => number;
+  /** With spans: a new run's span is recorded when the run is created (see `recordHostRunSpan`). */
+  traces?: RunTraces | undefined;
 }
 
 /**
@@ -160,6 +163,7 @@ export class HostCalls {
       bus.publish(runEvent({ run_id: run._id, principal }, "started", "orchestrator", 0, { model: "external", context: request.context })),
     );
     state.rememberExternal(run, recorded, started);
+    if (this.#deps.traces) recordHostRunSpan(this.#deps.traces, run);
     // A pinned run's calls' keys are claimed before anything is proposed, as in an existing run: an attempt that
     // takes the client's key over may be submitting the same calls into it at the same time.
     return { run, recorded, started, fresh: request.pinnedRunId === undefined };

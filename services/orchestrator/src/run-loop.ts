@@ -101,6 +101,7 @@ export class RunLoop {
       newRun: (principal, context) => this.#newRun(principal, "external", "", context, "external"),
       logger,
       now,
+      traces: deps.traces,
     });
     this.#outcomes = new CallOutcomes({
       store,

@@ -24,6 +24,19 @@ export function recordRunSpan(traces: RunTraces, run: Pick<RunRecord, "_id" | "m
     .end();
 }
 
+/**
+ * The span of a host-driven run, the root its calls' spans hang under: recorded when the run is created, since
+ * such a run has no end of ours to wait for (the host runs the model; it goes on for as long as it sends calls).
+ */
+export function recordHostRunSpan(traces: RunTraces, run: Pick<RunRecord, "_id" | "created_at">): void {
+  traces
+    .startRun(run._id, "host_run", {
+      startTime: run.created_at,
+      attributes: { "toolgate.run_id": run._id, "toolgate.run.driver": "host" },
+    })
+    .end();
+}
+
 /** Starts the span of the model turn `run` is at, under the run's span. */
 export function startTurnSpan(traces: RunTraces, run: Pick<RunRecord, "_id" | "model" | "turn">): Span {
   return traces.startTurn(run._id, run.turn, `chat ${run.model}`, {
