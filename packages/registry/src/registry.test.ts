@@ -220,6 +220,13 @@ describe("property: no crash, no invalid argument accepted", () => {
     return oracleSchema(value) && !/\\u[dD][89abAB]/.test(text) && Buffer.byteLength(text) <= 4096;
   }
 
+  /**
+   * An unknown key, present in one case of six: each one alone makes the arguments invalid, so with three of
+   * them about half the cases still have none and the valid side of the boundary is well sampled (with one
+   * in two, 1,500 runs held only ~48 valid cases, sometimes fewer than 30).
+   */
+  const rarely = <T>(arbitrary: fc.Arbitrary<T>) => fc.oneof({ arbitrary: fc.constant(undefined), weight: 5 }, { arbitrary, weight: 1 });
+
   /** Arguments near the boundaries of search_sources, as JSON text (built by hand so `__proto__` can be a key). */
   const nearlyValid = fc
     .tuple(
@@ -239,9 +246,9 @@ describe("property: no crash, no invalid argument accepted", () => {
           freq: 8,
         },
       ),
-      fc.option(fc.boolean(), { nil: undefined, freq: 2 }),
-      fc.option(fc.constant({ polluted: true }), { nil: undefined, freq: 2 }),
-      fc.option(fc.string(), { nil: undefined, freq: 2 }),
+      rarely(fc.boolean()),
+      rarely(fc.constant({ polluted: true })),
+      rarely(fc.string()),
     )
     .map(([query, source_type, limit, force, proto, ctor]) => {
       const entries = Object.entries({ query, source_type, limit, force, ["__proto__"]: proto, constructor: ctor });
@@ -265,7 +272,7 @@ describe("property: no crash, no invalid argument accepted", () => {
       { numRuns: 1_500 },
     );
     // The generator reaches both sides of the boundary.
-    expect(accepted).toBeGreaterThan(30);
+    expect(accepted).toBeGreaterThan(100); // ~225 expected; fewer than 195 in none of 300 seeds tried
     expect(accepted).toBeLessThan(1_470);
   });
 
