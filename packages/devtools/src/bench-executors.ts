@@ -12,26 +12,27 @@
  * stream (as policy does) and each call ends when its terminal event arrives; audit keeps consuming every
  * event. `--via api` measures the whole pipeline from the orchestrator's API instead.
  *
- *   node packages/devtools/dist/bench-executors.js [--executors 1,2,4] [--runs 3] [--duration 10] [--sleep-ms 20]
- *                                                  [--slots 1] [--clients-per-slot 2] [--via bus|api]
+ * Options: `--help` (USAGE below).
  */
-import { parseArgs } from "node:util";
 import type { ToolRef } from "@toolgate/contracts";
 import { ExecutorDriver } from "@toolgate/testkit/executor-driver";
 import { Stack } from "@toolgate/testkit/stack";
 import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
+import { commandLineOrExit } from "./command-line.js";
 
-const { values: args } = parseArgs({
-  options: {
-    executors: { type: "string", default: "1,2,4" },
-    runs: { type: "string", default: "3" },
-    duration: { type: "string", default: "10" },
-    "sleep-ms": { type: "string", default: "20" },
-    slots: { type: "string", default: "1" },
-    "clients-per-slot": { type: "string", default: "2" },
-    via: { type: "string", default: "bus" },
-  },
+const USAGE = `usage: node packages/devtools/dist/bench-executors.js [--executors 1,2,4] [--runs 3] [--duration 10] [--sleep-ms 20]
+       [--slots 1] [--clients-per-slot 2] [--via bus|api]
+Executor scaling with an I/O-bound tool (see the README, "Performance").`;
+
+const args = commandLineOrExit("bench-executors", USAGE, {
+  executors: { type: "string", default: "1,2,4" },
+  runs: { type: "string", default: "3" },
+  duration: { type: "string", default: "10" },
+  "sleep-ms": { type: "string", default: "20" },
+  slots: { type: "string", default: "1" },
+  "clients-per-slot": { type: "string", default: "2" },
+  via: { type: "string", default: "bus" },
 });
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";

@@ -4,13 +4,16 @@
  * answers instantly and the tool does nothing, so a turn's duration is Toolgate's own cost: the proposal,
  * policy, the executor, the result's way back and the next model request. Median of several runs.
  *
- *   node packages/devtools/dist/bench-loop.js [--runs 5] [--warmup 2]
+ * Options: `--help` (USAGE below).
  */
-import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
 import { MongoClient } from "mongodb";
+import { commandLineOrExit } from "./command-line.js";
 
-const { values: args } = parseArgs({ options: { runs: { type: "string", default: "5" }, warmup: { type: "string", default: "2" } } });
+const USAGE = `usage: node packages/devtools/dist/bench-loop.js [--runs 5] [--warmup 2]
+The tool loop's added latency per model turn (see the README, "Performance").`;
+
+const args = commandLineOrExit("bench-loop", USAGE, { runs: { type: "string", default: "5" }, warmup: { type: "string", default: "2" } });
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
 /** Replicas of the stack's streams: 3 on the cluster of `./infra/dev.sh up --cluster`, which exports it. */

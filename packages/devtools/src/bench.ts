@@ -17,41 +17,42 @@
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
  *
- *   node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
- *        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline] [--otlp-compare]
- *        [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
+ * Options: `--help` (USAGE below).
  */
 import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
-import { parseArgs } from "node:util";
 import { Stack } from "@toolgate/testkit/stack";
 import type { ServiceStats } from "@toolgate/testkit";
 import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { Pool } from "undici";
+import { commandLineOrExit } from "./command-line.js";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
 import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
-const { values: args } = parseArgs({
-  options: {
-    runs: { type: "string", default: "3" },
-    duration: { type: "string", default: "15" },
-    concurrency: { type: "string", default: "64" },
-    rate: { type: "string", default: "auto" },
-    executors: { type: "string", default: "1" },
-    tool: { type: "string", default: "bench_noop" },
-    "sleep-ms": { type: "string", default: "20" },
-    "idle-calls": { type: "string", default: "300" },
-    baseline: { type: "boolean", default: false },
-    "otlp-compare": { type: "boolean", default: false },
-    "mongo-rtt-ms": { type: "string", default: "0.5" },
-    /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
-    "idempotency-keys": { type: "boolean", default: false },
-    json: { type: "string" },
-  },
+const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
+       [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline] [--otlp-compare]
+       [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
+Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
+
+const args = commandLineOrExit("bench", USAGE, {
+  runs: { type: "string", default: "3" },
+  duration: { type: "string", default: "15" },
+  concurrency: { type: "string", default: "64" },
+  rate: { type: "string", default: "auto" },
+  executors: { type: "string", default: "1" },
+  tool: { type: "string", default: "bench_noop" },
+  "sleep-ms": { type: "string", default: "20" },
+  "idle-calls": { type: "string", default: "300" },
+  baseline: { type: "boolean", default: false },
+  "otlp-compare": { type: "boolean", default: false },
+  "mongo-rtt-ms": { type: "string", default: "0.5" },
+  /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
+  "idempotency-keys": { type: "boolean", default: false },
+  json: { type: "string" },
 });
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";

@@ -26,11 +26,11 @@
  * on a shared two-core runner are printed, not gated.
  */
 import { writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { PrivateFerretDb, PrivateNats, PrivateNatsCluster, Stack, type AuditedEvent } from "@toolgate/testkit";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
+import { commandLineOrExit } from "./command-line.js";
 
 const USAGE = `usage: node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30]
        [--gate all|invariants] [--timeline] [--json <file>]
@@ -48,26 +48,9 @@ const OPTIONS = {
   cluster: { type: "boolean", default: false },
   /** Print the answers the clients got around the fault's end, per 500 ms. */
   timeline: { type: "boolean", default: false },
-  help: { type: "boolean", default: false },
 } as const;
 
-/** The command line, or a one-line error and exit 2 (an unknown or malformed option), or the usage and exit 0. */
-function readArgs(): ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>["values"] {
-  let values: ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>["values"];
-  try {
-    values = parseArgs({ options: OPTIONS }).values;
-  } catch (error) {
-    console.error(`chaos: ${(error as Error).message}\n${USAGE}`);
-    process.exit(2);
-  }
-  if (values.help) {
-    console.log(USAGE);
-    process.exit(0);
-  }
-  return values;
-}
-
-const args = readArgs();
+const args = commandLineOrExit("chaos", USAGE, OPTIONS);
 
 const SHORT = args.short;
 const RATE = Number(args.rate);
