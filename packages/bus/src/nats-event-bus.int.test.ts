@@ -358,9 +358,7 @@ describe("NatsEventBus", () => {
   });
 
   it("with spans, handles a step's message in one consumer span named for the step, and carries its context on", async () => {
-    const exported = new InMemorySpanExporter();
-    const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
-    try {
+    await withSpans(async (exported, tracing) => {
       const h = await harness({ traceSpans: true, runTraces: tracing.runs });
       const proposed = proposedEvent("{}");
       const callId = proposed.kind === "call" ? proposed.call_id : "";
@@ -408,18 +406,11 @@ describe("NatsEventBus", () => {
         description: "the run event plain published",
       });
       expect(runStarted?.header.get("traceparent")).toBe(traceparent);
-    } finally {
-      await tracing.shutdown();
-      trace.disable();
-      propagation.disable();
-      context.disable();
-    }
+    });
   });
 
   it("with hops traced, publishes in a producer span and handles in a consumer span of the publisher's trace; outside any span, of the run's", async () => {
-    const exported = new InMemorySpanExporter();
-    const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
-    try {
+    await withSpans(async (exported, tracing) => {
       const h = await harness({ traceSpans: true, traceHops: true, runTraces: tracing.runs });
       const seen: (string | undefined)[] = [];
       await h.consume(spec(), async () => {
@@ -472,12 +463,7 @@ describe("NatsEventBus", () => {
       expect(seen[1]).toBe(runTraceId(loose.run_id));
       const looseProducer = named(`publish ${template}`).find((s) => s.attributes["messaging.message.id"] === loose.id);
       expect(looseProducer?.parentSpanContext?.spanId).toBe(spanIdOf(`run:${loose.run_id}`));
-    } finally {
-      await tracing.shutdown();
-      trace.disable();
-      propagation.disable();
-      context.disable();
-    }
+    });
   });
 
   it("runs as many handlers at once as it has slots, and no more", async () => {
@@ -826,3 +812,17 @@ describe("NatsEventBus across a restart of its server", () => {
     expect((await jsm.streams.info(subjects.stream)).state.messages).toBe(events.length);
   });
 });
+
+/** Runs `test` with spans kept in memory, and tears the global tracing down whatever happens. */
+async function withSpans(test: (exported: InMemorySpanExporter, tracing: ReturnType<typeof initTracing>) => Promise<void>): Promise<void> {
+  const exported = new InMemorySpanExporter();
+  const tracing = initTracing({ service: "test", exporter: "none", spanProcessor: new SimpleSpanProcessor(exported) });
+  try {
+    await test(exported, tracing);
+  } finally {
+    await tracing.shutdown();
+    trace.disable();
+    propagation.disable();
+    context.disable();
+  }
+}
