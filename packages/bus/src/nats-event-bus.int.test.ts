@@ -364,6 +364,8 @@ describe("NatsEventBus", () => {
       const callId = proposed.kind === "call" ? proposed.call_id : "";
       const step = { step: "decide", name: () => "decide", attributes: { "gen_ai.operation.name": "decide" } };
       await h.consume(spec({ name: "steps", filters: [h.subjects.callEvents("proposed")], step }), async () => {
+        // A round trip first, as a handler's database write: the step still owns what it publishes afterwards.
+        await h.jsm.streams.info(h.subjects.stream);
         await h.bus.publish(startedEvent(callId, proposed.run_id));
         return ACK;
       });
