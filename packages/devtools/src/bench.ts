@@ -527,7 +527,7 @@ function sumOf(record: Record<string, number>): number {
 }
 
 async function main(): Promise<void> {
-  const runs = [];
+  const runs: RunFigures[] = [];
   const exporting: RunFigures[] = [];
   const sink = args["otlp-compare"] ? await startOtlpSink() : undefined;
   for (let i = 0; i < Number(args.runs); i++) {
@@ -541,6 +541,12 @@ async function main(): Promise<void> {
       `\nwith an OTLP exporter (${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB): sustained ${fmt(median(exporting.map((r) => r.sustained)), 0)} calls/s, ` +
         `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => sumOf(r.cpu))))} ms per call; ` +
         `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r) => fmt(r)).join(", ")})`,
+    );
+    const cpuOf = (figures: RunFigures[], name: string) => fmt(median(figures.map((r) => r.cpu[name] ?? 0)));
+    console.log(
+      `  CPU ms per call without → with: ${Object.keys(runs[0]!.cpu)
+        .map((name) => `${name} ${cpuOf(runs, name)} → ${cpuOf(exporting, name)}`)
+        .join(", ")}`,
     );
     await sink.close();
   }
