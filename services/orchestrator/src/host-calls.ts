@@ -84,18 +84,33 @@ export class HostCalls {
     // outage): it is scheduled again (a proposal already published is not published twice) and its record ensured.
     const open = records.filter((r) => !ended.has(r._id)).map((r) => state.open(r._id) ?? { call: r, recorded: undefined });
     if (open.length > 0) {
-      // The records are written alongside the proposals, not before them, and are durable before the host learns
-      // their ids: a process that dies after answering leaves calls any replica can look up and attach outcomes to
-      // (an outcome is attached only to a recorded call), and one that dies before proposing leaves calls the
-      // orphan sweep proposes. Writes after the first wait for it to end, and whichever replica handles that
-      // outcome proposes the next one: those records must be in the store before anything runs.
+      // The records are durable before the host learns the calls' ids: a process that dies after answering leaves
+      // calls any replica can look up and attach outcomes to (an outcome is attached only to a recorded call).
+      // Writes after the first wait for it to end, and whichever replica handles that outcome proposes the next
+      // one: those records are in the store before anything runs, and the orphan sweep looks at them once (their
+      // proposer may die first). Calls proposed at once are recorded once their proposals are in the stream, and
+      // the sweep never reads them back; a call whose proposal did not land (an outage, a write waiting for a
+      // lock) is recorded for the sweep instead.
       const unseen = open.filter((o) => o.recorded === undefined).map((o) => o.call);
-      const recorded = unseen.length > 0 ? Durable.start(() => store.insertCalls(unseen)) : Durable.done();
+      const deferred = open.filter((o) => o.call.write).length > 1;
+      let proposalsLanded!: (landed: boolean) => void;
+      const landed = new Promise<boolean>((resolve) => (proposalsLanded = resolve));
+      const recorded =
+        unseen.length === 0
+          ? Durable.done()
+          : deferred
+            ? Durable.start(() => store.insertCalls(unseen))
+            : Durable.start(async () => store.insertCalls(unseen, { proposed: await landed }));
       const writes = [recorded, ...new Set(open.flatMap((o) => (o.recorded ? [o.recorded] : [])))];
-      if (open.filter((o) => o.call.write).length > 1) await Promise.all(writes.map((w) => w.ensure()));
+      if (deferred) await Promise.all(writes.map((w) => w.ensure()));
       state.track(unseen, true, recorded);
       const calls = open.map((o) => o.call);
-      await Promise.all([started.ensure(), scheduler.schedule(run, turn, calls, new Set()), ...writes.map((w) => w.ensure())]);
+      const scheduled = scheduler.schedule(run, turn, calls, new Set());
+      scheduled.then(
+        (blocked) => proposalsLanded(!blocked),
+        () => proposalsLanded(false),
+      );
+      await Promise.all([started.ensure(), scheduled, ...writes.map((w) => w.ensure())]);
     } else await started.ensure();
     // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
     // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.

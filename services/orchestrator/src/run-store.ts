@@ -1,6 +1,6 @@
 import { idTime, type CallId, type Principal, type ResultEnvelope, type RunContext, type RunId, type TerminalCallEventType } from "@toolgate/contracts";
 import { InsertBatcher, type InsertOutcome } from "@toolgate/storage";
-import type { Collection, Db } from "mongodb";
+import type { Collection, Db, Document } from "mongodb";
 import type { Budgets, StopReason, Usage } from "./budgets.js";
 import type { ModelResponse } from "@toolgate/models";
 import type { HostCallKey } from "./host-call-keys.js";
@@ -117,12 +117,12 @@ interface StoredResult {
   result_json: string;
   duration_ms?: number;
   attached_at: Date;
-  /** The sweep slot of the call's id (see {@link SWEEP_SLOT_MS}); absent on results attached before it existed. */
+  /** The sweep slot of the call's id, written by earlier releases (the sweep reads results by id now). */
   sweep_slot?: number;
 }
 
 function storedResult({ result, ...rest }: CallResultRecord): StoredResult {
-  return { ...rest, ok: result.ok, result_json: JSON.stringify(result), sweep_slot: slotOfId(rest._id) };
+  return { ...rest, ok: result.ok, result_json: JSON.stringify(result) };
 }
 
 function resultOf({ ok: _ok, result_json, sweep_slot: _slot, ...rest }: StoredResult): CallResultRecord {
@@ -190,11 +190,14 @@ const slotOfId = (id: string): number => sweepSlot(idTime(id) ?? 0);
 /** Slots read side by side when a sweep covers many (the first after a start looks back an hour: 360). */
 const SLOT_READS_IN_PARALLEL = 8;
 
+/** Results looked up by id side by side. */
+const ID_READS_IN_PARALLEL = 16;
+
 /** Reads records without their sweep slot: it is the store's, not the record's. */
 const UNSLOTTED = { projection: { sweep_slot: 0 } } as const;
 
-/** A host call as stored: its record and its sweep slot. */
-type StoredCall = CallRecord & { sweep_slot: number };
+/** A host call as stored: its record and, when it was recorded before its proposal landed, its sweep slot. */
+type StoredCall = CallRecord & { sweep_slot?: number };
 
 /** A step as stored: a turn answer also carries its sweep slot. */
 type StoredStep = RunStep | (TurnRecord & { sweep_slot: number });
@@ -238,8 +241,9 @@ export class RunStore {
     // range after a start (on MongoDB an indexed range: calls by _id, answers by `at`).
     await this.steps.createIndex({ at: 1 });
     await this.calls.createIndex({ sweep_slot: 1 });
-    await this.results.createIndex({ sweep_slot: 1 });
     await this.steps.createIndex({ sweep_slot: 1 });
+    // Results are looked up by id now; an index every attach paid for and nothing reads goes.
+    await dropIndexIfPresent(this.results, "sweep_slot_1");
     // A run's calls waiting for approval are looked up by run (at the end of every tools turn).
     await this.approvalWaits.createIndex({ run_id: 1 });
     // Restarts and full sweeps look for the runs still running; the rest of the collection only grows.
@@ -250,9 +254,12 @@ export class RunStore {
     return this.#runInserts.insert(run);
   }
 
-  /** Persists calls; resolves once all are durable (a redelivery finds them as duplicates). */
-  async insertCalls(calls: CallRecord[]): Promise<void> {
-    await Promise.all(calls.map((c) => this.#callInserts.insert({ ...c, sweep_slot: slotOfId(c._id) })));
+  /**
+   * Persists calls; resolves once all are durable (a redelivery finds them as duplicates). Calls whose proposals
+   * are in the stream already (`proposed`) are kept out of the orphan sweep's slots: it never reads them back.
+   */
+  async insertCalls(calls: CallRecord[], { proposed = false }: { proposed?: boolean } = {}): Promise<void> {
+    await Promise.all(calls.map((c) => this.#callInserts.insert(proposed ? c : { ...c, sweep_slot: slotOfId(c._id) })));
   }
 
   /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
@@ -439,16 +446,24 @@ export class RunStore {
     return found.slice(0, limit);
   }
 
-  /** Which of `callIds` have their outcome attached: the results of their calls' sweep slots, or by id when `legacy`. */
+  /**
+   * Which of `callIds` have their outcome attached: each looked up by id (an indexed equality; the sweep asks about
+   * the few calls recorded before their proposals landed), or all at once by a list of ids when `legacy` (a scan
+   * on FerretDB: the sweeps after a start, which read every call recorded since the lookback).
+   */
   async resultIds(callIds: readonly CallId[], legacy = false): Promise<Set<CallId>> {
     if (legacy) {
       const rows = await this.results.find({ _id: { $in: [...callIds] } }, { projection: { _id: 1 } }).toArray();
       return new Set(rows.map((r) => r._id));
     }
-    const wanted = new Set(callIds);
-    const slots = [...new Set(callIds.map(slotOfId))];
-    const rows = await Promise.all(slots.map((slot) => this.results.find({ sweep_slot: slot }, { projection: { _id: 1 } }).toArray()));
-    return new Set(rows.flat().flatMap((r) => (wanted.has(r._id) ? [r._id] : [])));
+    const found = new Set<CallId>();
+    for (let first = 0; first < callIds.length; first += ID_READS_IN_PARALLEL) {
+      const rows = await Promise.all(
+        callIds.slice(first, first + ID_READS_IN_PARALLEL).map((_id) => this.results.findOne({ _id }, { projection: { _id: 1 } })),
+      );
+      for (const row of rows) if (row) found.add(row._id);
+    }
+    return found;
   }
 
   callsOfTurn(runId: RunId, turn: number): Promise<CallRecord[]> {
@@ -501,5 +516,16 @@ async function forSlots(from: number, to: number, full: () => boolean, read: (sl
   for (let first = from; first <= to && !full(); first += SLOT_READS_IN_PARALLEL) {
     const slots = Array.from({ length: Math.min(SLOT_READS_IN_PARALLEL, to - first + 1) }, (_, i) => first + i);
     for (const add of await Promise.all(slots.map(read))) if (!full()) add();
+  }
+}
+
+/** Drops an index an earlier release created; nothing to do where it does not exist (or the collection does not). */
+async function dropIndexIfPresent<T extends Document>(collection: Collection<T>, name: string): Promise<void> {
+  try {
+    await collection.dropIndex(name);
+  } catch (error) {
+    // 26: no such collection, 27: no such index (MongoDB and FerretDB alike).
+    const code = (error as { code?: unknown }).code;
+    if (code !== 26 && code !== 27) throw error;
   }
 }

@@ -1,0 +1,150 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { ClaimLedger, NatsEventBus, PublishError, type EventBus } from "@toolgate/bus";
+import { newRunId, subjectCatalogue, type CallId, type Principal, type RunContext, type ToolgateEvent } from "@toolgate/contracts";
+import { ToolRegistry } from "@toolgate/registry";
+import { createLogger } from "@toolgate/telemetry";
+import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { CallScheduler } from "./call-scheduler.js";
+import { HostCalls } from "./host-calls.js";
+import { LoopState } from "./loop-state.js";
+import { OrphanSweep } from "./orphan-sweep.js";
+import { ResourceLocks } from "./resource-locks.js";
+import { RunStore, type RunRecord } from "./run-store.js";
+
+// How a host's calls are recorded, against the real stream and store: a call proposed at once is recorded once its
+// proposal is in the stream, outside the orphan sweep's slots (the sweep never reads it back); a call whose
+// proposal did not land is recorded for the sweep, which proposes it.
+const logger = createLogger({ service: "test", level: "silent" });
+const principal: Principal = { tenant: "acme", subject: "alice", roles: ["researcher"] };
+const GRACE_MS = 5_000;
+let database: Awaited<ReturnType<typeof testDatabase>>;
+let store: RunStore;
+let bus: NatsEventBus;
+let ledger: ClaimLedger;
+const subjects = subjectCatalogue(uniqueName("h"));
+const ledgerStream = `${subjects.stream}_HOST_CALLS`;
+const registry = ToolRegistry.from([
+  {
+    name: "lookup",
+    version: "1.0.0",
+    description: "Looks a thing up. Use it to read; never to change anything.",
+    owner: "test",
+    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
+    output_schema: { type: "object", properties: {}, additionalProperties: true },
+    side_effect: "read",
+    risk: "low",
+    timeout_ms: 1_000,
+    idempotency: { kind: "natural" },
+  },
+]);
+
+beforeAll(async () => {
+  database = await testDatabase("tg_host_calls_");
+  store = new RunStore(database.db);
+  await store.ensureIndexes();
+  bus = await NatsEventBus.connect({
+    servers: testInfra().natsUrl,
+    name: "host-calls-test",
+    subjects,
+    maxEventBytes: 64 * 1024,
+    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs: 60_000 },
+    logger,
+  });
+  ledger = await ClaimLedger.open(bus, { stream: ledgerStream, subjectPrefix: `${subjects.prefix}.host_calls`, replicas: 1, maxValueBytes: 16 * 1024 });
+});
+afterAll(async () => {
+  const jsm = await jetstreamManager(bus.connection);
+  await jsm.streams.delete(ledgerStream);
+  await jsm.streams.delete(subjects.stream);
+  await bus.close();
+  await database.dispose();
+});
+
+/** The bus, except that proposals are refused while `down` (a stream that does not answer). */
+function flakyBus(): EventBus & { down: boolean } {
+  const flaky = Object.create(bus) as EventBus & { down: boolean };
+  flaky.down = false;
+  flaky.publish = (event: ToolgateEvent) =>
+    flaky.down && event.type === "proposed" ? Promise.reject(new PublishError(`publish of ${event.id} was not acknowledged`)) : bus.publish(event);
+  return flaky;
+}
+
+function hostCalls(on: EventBus): HostCalls {
+  const scheduler = new CallScheduler({ store, bus: on, locks: new ResourceLocks(database.db), logger });
+  return new HostCalls({
+    store,
+    bus: on,
+    ledger,
+    contracts: { registry: () => registry },
+    scheduler,
+    state: new LoopState(),
+    newRun: (owner: Principal, context: RunContext): RunRecord => {
+      const at = new Date();
+      return {
+        _id: newRunId(),
+        principal: owner,
+        model: "external",
+        context,
+        input: "",
+        status: "external",
+        turn: 0,
+        awaiting: "tools",
+        responses: [],
+        tool_calls: 0,
+        budgets: { max_turns: 10, max_tool_calls: 10, max_wall_clock_ms: 600_000, max_tokens: 1_000, max_identical_calls: 3, max_approval_wait_ms: 600_000 },
+        usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
+        created_at: at,
+        updated_at: at,
+      };
+    },
+    logger,
+    now: Date.now,
+  });
+}
+
+const proposed = async (id: CallId): Promise<boolean> => (await bus.lastEvent("call", id, "proposed")) !== undefined;
+const slotOf = async (id: CallId): Promise<number | undefined> => (await store.calls.findOne({ _id: id }))?.sweep_slot;
+
+it("records a call proposed at once after its proposal is in the stream, where the orphan sweep never reads it", async () => {
+  const host = hostCalls(bus);
+  const { runId } = await host.submit(principal, { context: {}, calls: [{ id: "p0", name: "lookup", arguments: '{"q":"a"}' }] });
+  // A second submission in the same run: its provider id is claimed on the ledger before anything is proposed.
+  const { callIds } = await host.submit(principal, { runId, context: {}, calls: [{ id: "p1", name: "lookup", arguments: '{"q":"b"}' }] });
+  const [callId] = callIds as [CallId];
+  expect(await proposed(callId)).toBe(true);
+  expect(await store.getCall(callId)).toMatchObject({ _id: callId, run_id: runId, provider_call_id: "p1" });
+  expect(await slotOf(callId)).toBeUndefined();
+});
+
+it("records a call whose proposal did not land for the orphan sweep, which proposes it", async () => {
+  const flaky = flakyBus();
+  const host = hostCalls(flaky);
+  const { runId } = await host.submit(principal, { context: {}, calls: [{ id: "p0", name: "lookup", arguments: '{"q":"a"}' }] });
+  flaky.down = true;
+  let callIds: CallId[] = [];
+  await expect(
+    host.submit(principal, { runId, context: {}, calls: [{ id: "p1", name: "lookup", arguments: '{"q":"b"}' }] }, (ids) => (callIds = ids)),
+  ).rejects.toThrow(PublishError);
+  const [orphan] = callIds as [CallId];
+  // The host was not answered, but the call is recorded: the process could die here, and its claim stands.
+  await expect.poll(() => slotOf(orphan)).toBeTypeOf("number");
+  expect(await proposed(orphan)).toBe(false);
+
+  const sweep = new OrphanSweep({
+    store,
+    scheduler: new CallScheduler({ store, bus, locks: new ResourceLocks(database.db), logger }),
+    bus,
+    logger,
+    now: () => Date.now() + GRACE_MS + 1,
+    lookbackMs: 60_000,
+    graceMs: GRACE_MS,
+    batch: 100,
+    attach: async () => undefined,
+  });
+  // The first sweeps of a process read by range (records an earlier release stored without a slot); then by slot.
+  const found: CallId[] = [];
+  for (let i = 0; i < 5; i++) found.push(...(await sweep.sweep()));
+  expect(found).toEqual([orphan]);
+  expect(await proposed(orphan)).toBe(true);
+});
