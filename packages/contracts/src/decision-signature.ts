@@ -1,4 +1,5 @@
-import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+import { ed25519Signer, ed25519Verifier, type Ed25519Verifier } from "./ed25519.js";
 import { canonicalJson, sha256 } from "./hashing.js";
 import type { Decision } from "./events.js";
 
@@ -28,19 +29,20 @@ export function decisionSigner(privateKeyText: string): DecisionSigner {
     : createPrivateKey({ key: Buffer.from(privateKeyText, "base64"), format: "der", type: "pkcs8" });
   if (key.asymmetricKeyType !== "ed25519") throw new TypeError("the policy signing key must be Ed25519");
   const keyId = keyIdOf(createPublicKey(key));
+  const signer = ed25519Signer(key);
   return {
     keyId,
-    sign: (decision) => sign(null, Buffer.from(canonicalJson(decision), "utf8"), key).toString("base64url"),
+    sign: (decision) => signer.sign(Buffer.from(canonicalJson(decision), "utf8")).toString("base64url"),
   };
 }
 
 /** Builds a verifier from Ed25519 public keys in PEM (SPKI) or base64 DER. */
 export function decisionVerifier(publicKeyTexts: readonly string[]): DecisionVerifier {
-  const keys = new Map<string, KeyObject>();
+  const keys = new Map<string, Ed25519Verifier>();
   for (const text of publicKeyTexts) {
     const key = text.includes("BEGIN") ? createPublicKey(text) : createPublicKey({ key: Buffer.from(text, "base64"), format: "der", type: "spki" });
     if (key.asymmetricKeyType !== "ed25519") throw new TypeError("policy verification keys must be Ed25519");
-    keys.set(keyIdOf(key), key);
+    keys.set(keyIdOf(key), ed25519Verifier(key));
   }
   return {
     check(decision, signature) {
@@ -48,8 +50,9 @@ export function decisionVerifier(publicKeyTexts: readonly string[]): DecisionVer
       if (!key) return "unknown_key";
       let ok: boolean;
       try {
-        ok = verify(null, Buffer.from(canonicalJson(decision), "utf8"), key, Buffer.from(signature, "base64url"));
+        ok = key.verify(Buffer.from(canonicalJson(decision), "utf8"), Buffer.from(signature, "base64url"));
       } catch {
+        // A decision canonical JSON cannot hold.
         ok = false;
       }
       return ok ? undefined : "bad_signature";

@@ -1,5 +1,6 @@
-import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
+import { createHash, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { keyIdOf } from "./decision-signature.js";
+import { ed25519Signer, ed25519Verifier, type Ed25519Verifier } from "./ed25519.js";
 import { CALL_EVENT_OWNERS, REFUSAL_REPORTERS, RUN_EVENT_OWNERS } from "./event-owners.js";
 import { ServiceNameSchema, type ServiceName, type ToolgateEvent } from "./events.js";
 
@@ -68,7 +69,8 @@ function parsePublicKey(text: string): KeyObject {
 export function eventSigner(privateKeyText: string, role: ServiceName): EventSigner {
   const key = parsePrivateKey(privateKeyText);
   const keyId = keyIdOf(createPublicKey(key));
-  return { keyId, role, sign: (digest) => `v1 ${keyId} ${sign(null, digest, key).toString("base64url")}` };
+  const signer = ed25519Signer(key);
+  return { keyId, role, sign: (digest) => `v1 ${keyId} ${signer.sign(digest).toString("base64url")}` };
 }
 
 /** One trusted key as configured: `<role>:<base64 DER SPKI>` (or a PEM after the colon). */
@@ -86,13 +88,13 @@ const HEADER = /^v1 ([0-9a-f]{16}) ([A-Za-z0-9_-]{86})$/;
  * listed for two roles: a key signs for one role only.
  */
 export function eventTrust(keys: readonly { role: ServiceName; publicKey: string }[]): EventTrust {
-  const trusted = new Map<string, { role: ServiceName; key: KeyObject }>();
+  const trusted = new Map<string, { role: ServiceName; key: Ed25519Verifier }>();
   for (const { role, publicKey } of keys) {
     const key = parsePublicKey(publicKey);
     const id = keyIdOf(key);
     const known = trusted.get(id);
     if (known && known.role !== role) throw new TypeError(`trusted event key ${id} is listed for both ${known.role} and ${role}`);
-    trusted.set(id, { role, key });
+    trusted.set(id, { role, key: ed25519Verifier(key) });
   }
   const signerOf: EventTrust["signerOf"] = (facts) => {
     if (facts.header === undefined) return { problem: "unsigned" };
@@ -100,12 +102,7 @@ export function eventTrust(keys: readonly { role: ServiceName; publicKey: string
     if (!match) return { problem: "malformed_signature" };
     const entry = trusted.get(match[1]!);
     if (!entry) return { problem: "unknown_key" };
-    let ok: boolean;
-    try {
-      ok = verify(null, Buffer.from(facts.digest, "hex"), entry.key, Buffer.from(match[2]!, "base64url"));
-    } catch {
-      ok = false;
-    }
+    const ok = entry.key.verify(Buffer.from(facts.digest, "hex"), Buffer.from(match[2]!, "base64url"));
     return ok ? { role: entry.role, keyId: match[1]! } : { problem: "bad_signature" };
   };
   return {
