@@ -233,6 +233,8 @@ interface RunFigures {
   duplicates: number;
   /** CPU ms per call under load, per process group. */
   cpu: Record<string, number>;
+  /** CPU ms per call of the idle phase (one call at a time), per process group. */
+  idleCpu: Record<string, number>;
   /** Per service: database commands (`db.<command>.<role>.<collection>`) and publishes per call under load. */
   counters: Record<string, Record<string, number>>;
   /** The same, per call of the idle phase (nothing batches there). */
@@ -240,6 +242,20 @@ interface RunFigures {
   path: PathSummary | undefined;
   tables: TableStats[] | undefined;
   bare: BarePipelineResult | undefined;
+}
+
+/** The benchmark's own process: its HTTP clients share the cores with the stack. */
+const CLIENT_CPU = "bench client";
+
+/** CPU milliseconds this process spent since `before` (a `process.cpuUsage()` reading). */
+function clientCpuMs(before: NodeJS.CpuUsage): number {
+  const spent = process.cpuUsage(before);
+  return (spent.user + spent.system) / 1_000;
+}
+
+/** Each figure divided by the number of calls. */
+function perCall(ms: Record<string, number>, calls: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(ms).map(([k, v]) => [k, v / calls]));
 }
 
 /** `<stack>_tools` holds what the benchmark tools do (their effect ledger); the rest is the runtime's. */
@@ -309,9 +325,13 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
     const tablesBefore = await readTableStats(PG_URL, stack.name);
     const beforeIdle = await statsOf(stack); // also hands over (and drops) the warm-up's spans
     const idleCalls = Number(args["idle-calls"]);
+    const idleCpuBefore = readCpu(cpuGroups);
+    const idleClientBefore = process.cpuUsage();
     const idlePhase = await closedLoop(clients, 1, 60, idleCalls);
     const idle = summarize("idle (1 call at a time)", idlePhase);
+    const idleClient = clientCpuMs(idleClientBefore);
     await stack.quiesce();
+    const idleCpu = perCall({ ...cpuSpent(idleCpuBefore, readCpu(cpuGroups)), [CLIENT_CPU]: idleClient }, idlePhase.calls);
     const traced = await statsOf(stack);
     const executorTrace = Object.entries(traced)
       .filter(([name]) => name.startsWith("executor"))
@@ -323,7 +343,9 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
     const idleCounters = countersPerCall(beforeIdle, traced, idlePhase.calls);
 
     const cpuBefore = readCpu(cpuGroups);
+    const clientBefore = process.cpuUsage();
     const loaded = await closedLoop(clients, concurrency, Number(args.duration));
+    const loadClient = clientCpuMs(clientBefore);
     const saturated = summarize(`throughput (${concurrency} concurrent)`, loaded);
     // Calls answer before audit has stored their last events; sustained throughput counts until it has.
     const drainStarted = performance.now();
@@ -333,7 +355,7 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
     const afterLoad = await statsOf(stack);
     const sustained = loaded.calls / (loaded.seconds + drainSeconds);
     console.log(`  every consumer caught up ${drainSeconds.toFixed(1)} s later: sustained ${sustained.toFixed(0)} calls/s`);
-    const cpu = Object.fromEntries(Object.entries(cpuSpent(cpuBefore, cpuAfter)).map(([k, ms]) => [k, ms / loaded.calls]));
+    const cpu = perCall({ ...cpuSpent(cpuBefore, cpuAfter), [CLIENT_CPU]: loadClient }, loaded.calls);
     const counters = countersPerCall(traced, afterLoad, loaded.calls);
 
     const rate = args.rate === "auto" ? Math.max(1, Math.round(saturated.rate / 2)) : Number(args.rate);
@@ -365,6 +387,7 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
       rateP99: paced.p99,
       duplicates: effects.duplicates.length + repeated,
       cpu,
+      idleCpu,
       counters: renameDatabases(counters, stack.name),
       idleCounters: renameDatabases(idleCounters, stack.name),
       path: path && renamePath(path, stack.name),
@@ -447,14 +470,19 @@ function report(runs: RunFigures[]): void {
   }
 
   const cpu = medianOf(runs.map((r) => r.cpu));
+  const idleCpu = medianOf(runs.map((r) => r.idleCpu));
   const servers = Object.keys(SERVER_CPU_GROUPS);
-  const services = Object.keys(cpu).filter((k) => !servers.includes(k));
-  console.log(`\nCPU per call under load (ms, median of runs):`);
-  for (const k of [...services, ...servers]) console.log(`  ${k.padEnd(14)} ${fmt(cpu[k] ?? 0)}`);
-  const total = sumOf(cpu);
-  console.log(
-    `  ${"whole stack".padEnd(14)} ${fmt(total)}  (services ${fmt(services.reduce((s, k) => s + (cpu[k] ?? 0), 0))}, servers ${fmt(servers.reduce((s, k) => s + (cpu[k] ?? 0), 0))})`,
-  );
+  const services = Object.keys(cpu).filter((k) => !servers.includes(k) && k !== CLIENT_CPU);
+  const row = (name: string, load: number, idle: number, note = "") =>
+    console.log(`  ${name.padEnd(16)} ${fmt(load).padStart(10)} ${fmt(idle).padStart(9)}${note}`);
+  // At rest a call wakes every process on its way one after the other, on caches others have filled since: the
+  // idle column is several times the loaded one, and it is what an idle call's latency is made of.
+  console.log(`\nCPU per call (ms, median of runs):   under load      idle`);
+  for (const k of [...services, ...servers]) row(k, cpu[k] ?? 0, idleCpu[k] ?? 0);
+  const total = stackCpu(cpu);
+  const sumWithout = (record: Record<string, number>, keys: string[]) => keys.reduce((s, k) => s + (record[k] ?? 0), 0);
+  row("whole stack", total, stackCpu(idleCpu), `  (under load: services ${fmt(sumWithout(cpu, services))}, servers ${fmt(sumWithout(cpu, servers))})`);
+  row(CLIENT_CPU, cpu[CLIENT_CPU] ?? 0, idleCpu[CLIENT_CPU] ?? 0, "  (this benchmark's own HTTP clients, on the same cores)");
   const bareCpu = runs.map((r) => (r.bare ? sumOf(r.bare.cpuMsPerCall) : Number.NaN)).filter((v) => Number.isFinite(v));
   if (bareCpu.length > 0) console.log(`  ${"× bare".padEnd(14)} ${fmt(total / median(bareCpu))}  (bare pipeline ${fmt(median(bareCpu))} ms per call)`);
 
@@ -522,6 +550,11 @@ function report(runs: RunFigures[]): void {
   if (duplicates > 0) process.exit(1);
 }
 
+/** CPU per call of the stack's processes: every group but the benchmark's own client. */
+function stackCpu(cpu: Record<string, number>): number {
+  return sumOf(cpu) - (cpu[CLIENT_CPU] ?? 0);
+}
+
 function sumOf(record: Record<string, number>): number {
   return Object.values(record).reduce((s, v) => s + v, 0);
 }
@@ -539,7 +572,7 @@ async function main(): Promise<void> {
     const ratios = runs.map((r, i) => exporting[i]!.sustained / r.sustained);
     console.log(
       `\nwith an OTLP exporter (${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB): sustained ${fmt(median(exporting.map((r) => r.sustained)), 0)} calls/s, ` +
-        `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => sumOf(r.cpu))))} ms per call; ` +
+        `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => stackCpu(r.cpu))))} ms per call; ` +
         `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r) => fmt(r)).join(", ")})`,
     );
     const cpuOf = (figures: RunFigures[], name: string) => fmt(median(figures.map((r) => r.cpu[name] ?? 0)));
