@@ -198,7 +198,7 @@ it("reads by range until it has caught up, so records an earlier release stored 
   // As an earlier release stored them: no sweep slot.
   const orphans = hosts.map((h) => call(h, 0));
   for (const h of hosts) await store.insertRun(h);
-  await store.calls.insertMany(orphans as never[]);
+  await store.calls.insertMany(orphans);
   const sweep = new OrphanSweep({
     store,
     scheduler: new CallScheduler({ store, bus, locks: new ResourceLocks(database.db), logger }),

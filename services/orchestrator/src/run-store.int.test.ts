@@ -1,4 +1,4 @@
-import { callIdFloor, newCallId, newRunId, success, type RunId } from "@toolgate/contracts";
+import { callIdFloor, failure, newCallId, newRunId, success, type RunId } from "@toolgate/contracts";
 import { testDatabase } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RunStore, SWEEP_SLOT_MS, sweepSlot, type CallRecord, type RunEnd, type RunRecord } from "./run-store.js";
@@ -171,6 +171,36 @@ describe("a run's turns and outcomes", () => {
     expect(await store.succeededTools(run._id, ["search_sources", "fetch_document"])).toEqual(["search_sources"]);
   });
 
+  it("says which untrusted tools succeeded in a run, whatever else the run holds", async () => {
+    const run = runningRun();
+    await store.insertRun(run);
+    const attach = (tool: string, ok: boolean) => {
+      const c = { ...call(run, 0), tool_name: tool };
+      const result = ok ? { ok: true as const, data: {}, retryable: false as const, call_id: c._id } : failure(c._id, "EXECUTION_ERROR", "no");
+      return store.attachResult({
+        _id: c._id,
+        run_id: run._id,
+        turn: 0,
+        provider_call_id: c.provider_call_id,
+        tool_name: tool,
+        terminal: "completed",
+        result,
+        attached_at: new Date(),
+      });
+    };
+    const tools = ["search_sources", "fetch_document"];
+    await Promise.all(Array.from({ length: 40 }, (_, i) => attach(i % 2 ? "save_evidence" : "fetch_document", i % 2 === 1)));
+    // Only failures of an untrusted tool so far: nothing taints the run.
+    expect(await store.succeededTools(run._id, tools)).toEqual([]);
+    await attach("fetch_document", true);
+    expect(await store.succeededTools(run._id, tools)).toEqual(["fetch_document"]);
+    await Promise.all([attach("search_sources", true), attach("search_sources", true)]);
+    expect((await store.succeededTools(run._id, tools)).sort()).toEqual(tools.sort());
+    // Another run's results taint nothing here.
+    expect(await store.succeededTools(runningRun()._id, tools)).toEqual([]);
+    expect(await store.succeededTools(run._id, [])).toEqual([]);
+  });
+
   it("finds a call by id, a host's on its own and a managed run's in the answer of its turn", async () => {
     const run = runningRun();
     await store.insertRun(run);
@@ -227,7 +257,7 @@ describe("what the orphan sweep reads", () => {
   it("finds a call stored without a slot (by an earlier release) only by range", async () => {
     const base = (sweepSlot(Date.now()) - 900) * SWEEP_SLOT_MS;
     const old = callRecord(newRunId(), 0, callIdAt(base + 5_000));
-    await store.calls.insertOne(old as never);
+    await store.calls.insertOne(old);
     const [after, below] = [callIdFloor(base), callIdFloor(base + 10_000)];
     expect(await store.callsInSlotsBetween(after, below, 10)).toEqual([]);
     expect((await store.callsWithIdsBetween(after, below, 10)).map((c) => c._id)).toEqual([old._id]);

@@ -235,6 +235,9 @@ export class RunStore {
   async ensureIndexes(): Promise<void> {
     await this.calls.createIndex({ run_id: 1, turn: 1 });
     await this.results.createIndex({ run_id: 1, turn: 1 });
+    // Whether an untrusted tool succeeded in a run is asked before each host submission: one indexed lookup per
+    // tool, however many results the run holds.
+    await this.results.createIndex({ run_id: 1, tool_name: 1 });
     await this.steps.createIndex({ run_id: 1 });
     await this.steps.createIndex({ call_id: 1 });
     // The orphan sweep reads what was recorded since its last look, slot by slot (see SWEEP_SLOT_MS), and by
@@ -382,11 +385,18 @@ export class RunStore {
     return (await this.results.find({ run_id: runId }).toArray()).map(resultOf);
   }
 
-  /** Which of `tools` returned a successful result in the run (reads only those results, not the whole run). */
+  /**
+   * Which of `tools` returned a successful result in the run: one lookup of at most one result per tool, on the
+   * (run, tool) index — never every result of the run (a host-driven run grows without bound, and a list of
+   * names is not pushed down to FerretDB's indexes).
+   */
   async succeededTools(runId: RunId, tools: readonly string[]): Promise<string[]> {
-    if (tools.length === 0) return [];
-    const rows = await this.results.find({ run_id: runId, tool_name: { $in: [...tools] }, ok: true }, { projection: { tool_name: 1 } }).toArray();
-    return [...new Set(rows.map((r) => r.tool_name))];
+    const found = await Promise.all(
+      [...new Set(tools)].map(async (tool) =>
+        (await this.results.findOne({ run_id: runId, tool_name: tool, ok: true }, { projection: { _id: 1 } })) ? tool : undefined,
+      ),
+    );
+    return found.filter((tool): tool is string => tool !== undefined);
   }
 
   /**
