@@ -1,6 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { ClaimLedger, NatsEventBus, PublishError, type EventBus } from "@toolgate/bus";
-import { newRunId, subjectCatalogue, type CallId, type Principal, type RunContext, type ToolgateEvent } from "@toolgate/contracts";
+import { subjectCatalogue, type CallId, type Principal, type RunContext, type ToolgateEvent } from "@toolgate/contracts";
 import { ToolRegistry } from "@toolgate/registry";
 import { createLogger } from "@toolgate/telemetry";
 import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
@@ -10,7 +10,8 @@ import { HostCalls } from "./host-calls.js";
 import { LoopState } from "./loop-state.js";
 import { OrphanSweep } from "./orphan-sweep.js";
 import { ResourceLocks } from "./resource-locks.js";
-import { RunStore, type RunRecord } from "./run-store.js";
+import { RunStore } from "./run-store.js";
+import { runRecord } from "./test-fixtures.js";
 
 // How a host's calls are recorded, against the real stream and store: a call proposed at once is recorded once its
 // proposal is in the stream, outside the orphan sweep's slots (the sweep never reads it back); a call whose
@@ -79,25 +80,7 @@ function hostCalls(on: EventBus): HostCalls {
     contracts: { registry: () => registry },
     scheduler,
     state: new LoopState(),
-    newRun: (owner: Principal, context: RunContext): RunRecord => {
-      const at = new Date();
-      return {
-        _id: newRunId(),
-        principal: owner,
-        model: "external",
-        context,
-        input: "",
-        status: "external",
-        turn: 0,
-        awaiting: "tools",
-        responses: [],
-        tool_calls: 0,
-        budgets: { max_turns: 10, max_tool_calls: 10, max_wall_clock_ms: 600_000, max_tokens: 1_000, max_identical_calls: 3, max_approval_wait_ms: 600_000 },
-        usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
-        created_at: at,
-        updated_at: at,
-      };
-    },
+    newRun: (owner: Principal, context: RunContext) => runRecord({ status: "external", principal: owner, context }),
     logger,
     now: Date.now,
   });

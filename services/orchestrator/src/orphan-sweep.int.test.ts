@@ -1,6 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { NatsEventBus } from "@toolgate/bus";
-import { newCallId, newRunId, nextCallEvent, subjectCatalogue, success, type CallId, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
+import { newCallId, nextCallEvent, subjectCatalogue, success, type CallId, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { createLogger } from "@toolgate/telemetry";
 import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -8,6 +8,7 @@ import { CallScheduler } from "./call-scheduler.js";
 import { OrphanSweep } from "./orphan-sweep.js";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunStore, type CallRecord, type RunRecord } from "./run-store.js";
+import { runRecord } from "./test-fixtures.js";
 
 // The state a crash between recording calls and proposing them leaves behind, written as the orchestrator writes
 // it; then a sweep, against the real stream and store.
@@ -41,25 +42,7 @@ afterAll(async () => {
   await database.dispose();
 });
 
-function run(status: RunRecord["status"]): RunRecord {
-  const at = new Date();
-  return {
-    _id: newRunId(),
-    principal: { tenant: "acme", subject: "alice", roles: ["researcher"] },
-    model: status === "external" ? "external" : "scripted:c04",
-    context: {},
-    input: "",
-    status,
-    turn: 0,
-    awaiting: "tools",
-    responses: [],
-    tool_calls: 0,
-    budgets: { max_turns: 10, max_tool_calls: 10, max_wall_clock_ms: 600_000, max_tokens: 1_000, max_identical_calls: 3, max_approval_wait_ms: 600_000 },
-    usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
-    created_at: at,
-    updated_at: at,
-  };
-}
+const run = (status: RunRecord["status"]): RunRecord => runRecord({ status, awaiting: "tools" });
 
 function call(owner: RunRecord, order: number, write = false): CallRecord {
   return {

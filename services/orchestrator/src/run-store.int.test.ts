@@ -2,6 +2,7 @@ import { callIdFloor, failure, newCallId, newRunId, success, type RunId } from "
 import { testDatabase } from "@toolgate/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RunStore, SWEEP_SLOT_MS, sweepSlot, type CallRecord, type RunEnd, type RunRecord } from "./run-store.js";
+import { runRecord } from "./test-fixtures.js";
 
 let database: Awaited<ReturnType<typeof testDatabase>>;
 let store: RunStore;
@@ -15,25 +16,10 @@ afterAll(async () => {
   await database.dispose();
 });
 
-function runningRun(): RunRecord {
-  const now = new Date();
-  return {
-    _id: newRunId(),
-    principal: { tenant: "acme", subject: "alice", roles: ["researcher"] },
-    model: "scripted:loop-varied",
-    context: {},
-    input: "",
-    status: "running",
-    turn: 0,
-    awaiting: "model",
-    responses: [],
-    tool_calls: 0,
+const runningRun = (): RunRecord =>
+  runRecord({
     budgets: { max_turns: 10, max_tool_calls: 10, max_wall_clock_ms: 1_000, max_tokens: 1_000, max_identical_calls: 3, max_approval_wait_ms: 1_000 },
-    usage: { turns: 0, tool_calls: 0, tokens: 0, signatures: {} },
-    created_at: now,
-    updated_at: now,
-  };
-}
+  });
 
 const stop = (turn: number): RunEnd => ({
   status: "stopped",
