@@ -187,7 +187,15 @@ describe("traces over OTLP", () => {
   });
 
   it("puts a human's approval wait in the call's trace, and no secret or sensitive argument in any span", async () => {
-    const spans = await traceOf(refund.runId, refund.callId);
+    // Each service exports its spans in batches of its own: audit's may reach the receiver before policy's.
+    const spans = await waitFor(
+      async () => {
+        const all = await traceOf(refund.runId, refund.callId);
+        const of = (name: string) => all.some((s) => s.name === name && s.attributes["toolgate.call_id"] === refund.callId);
+        return of("approval_wait") && of("propose_tool_call") && of("attach_result") ? all : undefined;
+      },
+      { description: "the refund's proposal, approval wait and attach spans" },
+    );
     const wait = spans.find((s) => s.name === "approval_wait");
     expect(wait?.service).toBe("toolgate-policy");
     expect(wait?.attributes).toMatchObject({
