@@ -1,11 +1,11 @@
 import type { KeyObject } from "node:crypto";
 import sodium from "sodium-native";
 
-/**
- * Ed25519 (RFC 8032) on the hot path, through libsodium: every event is signed once and verified by the service
- * that acts on it, and libsodium signs in ~55 % and verifies in ~60 % of the time OpenSSL's one-shot API takes
- * here. The keys are still parsed, and their ids computed, by `node:crypto`; the signatures are the same bytes.
- */
+// Ed25519 (RFC 8032) on the hot path, through libsodium: every event is signed once and verified by the service
+// that acts on it, and libsodium signs in ~55 % and verifies in ~60 % of the time OpenSSL's one-shot API takes
+// here. The keys are still parsed, and their ids computed, by `node:crypto`; the signatures are the same bytes.
+
+/** The length of an Ed25519 signature. */
 const SIGNATURE_BYTES = 64;
 
 /** Signs with an Ed25519 private key. */
