@@ -1,5 +1,5 @@
 export { startInfra, type TestInfra, type InfraTeardown } from "./infra.js";
-export { testInfra, testDatabase } from "./test-infra.js";
+export { connectTestBus, testInfra, testDatabase } from "./test-infra.js";
 export { uniqueName } from "./names.js";
 export { waitFor } from "./wait-for.js";
 export { ServiceProcess, REPO_ROOT, type ServiceName, type LogLine, type ServiceStats } from "./service-process.js";

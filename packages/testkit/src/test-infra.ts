@@ -1,3 +1,6 @@
+import { NatsEventBus, type NatsEventBusOptions } from "@toolgate/bus";
+import type { SubjectCatalogue } from "@toolgate/contracts";
+import { createLogger } from "@toolgate/telemetry";
 import { MongoClient, type Db } from "mongodb";
 import { inject } from "vitest";
 import type { TestInfra } from "./infra.js";
@@ -23,4 +26,21 @@ export async function testDatabase(prefix = "tg_test_"): Promise<{ client: Mongo
       await client.close();
     },
   };
+}
+
+/**
+ * An event bus on the test NATS server with the settings integration tests share — one replica, events kept 10
+ * minutes, a 60 s duplicate window, 64 KiB events, a silent logger — any of which `overrides` replace. The caller
+ * closes it and deletes its stream.
+ */
+export function connectTestBus(name: string, subjects: SubjectCatalogue, overrides: Partial<NatsEventBusOptions> = {}): Promise<NatsEventBus> {
+  return NatsEventBus.connect({
+    servers: testInfra().natsUrl,
+    name,
+    subjects,
+    maxEventBytes: 64 * 1024,
+    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs: 60_000 },
+    logger: createLogger({ service: "test", level: "silent" }),
+    ...overrides,
+  });
 }

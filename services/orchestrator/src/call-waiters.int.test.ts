@@ -1,7 +1,6 @@
-import { NatsEventBus } from "@toolgate/bus";
+import type { NatsEventBus } from "@toolgate/bus";
 import { newCallId, newRunId, subjectCatalogue, success, type SubjectCatalogue } from "@toolgate/contracts";
-import { createLogger } from "@toolgate/telemetry";
-import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { connectTestBus, testDatabase, uniqueName } from "@toolgate/testkit";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CallWaiters } from "./call-waiters.js";
@@ -20,14 +19,7 @@ beforeAll(async () => {
   store = new RunStore(database.db);
   await store.ensureIndexes();
   subjects = subjectCatalogue(uniqueName("w"));
-  bus = await NatsEventBus.connect({
-    servers: testInfra().natsUrl,
-    name: "waiters-test",
-    subjects,
-    maxEventBytes: 64 * 1024,
-    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs: 60_000 },
-    logger: createLogger({ service: "test", level: "silent" }),
-  });
+  bus = await connectTestBus("waiters-test", subjects);
   // A poll far beyond the test's waits: only the attach in flight can answer in time.
   waiters = new CallWaiters({ store, bus, subjects, pollMs: 60_000 });
 });

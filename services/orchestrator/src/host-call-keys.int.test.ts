@@ -1,13 +1,12 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { ClaimLedger, NatsEventBus } from "@toolgate/bus";
+import type { NatsEventBus } from "@toolgate/bus";
+import { ClaimLedger } from "@toolgate/bus";
 import { callIdFloor, newCallId, newRunId, subjectCatalogue, type RunId } from "@toolgate/contracts";
-import { createLogger } from "@toolgate/telemetry";
-import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { connectTestBus, testDatabase, uniqueName } from "@toolgate/testkit";
 import type { Collection } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostCallKey, HostCallKeys, type HostCallKey } from "./host-call-keys.js";
 
-const logger = createLogger({ service: "test", level: "silent" });
 let database: Awaited<ReturnType<typeof testDatabase>>;
 let bus: NatsEventBus;
 let ledger: ClaimLedger;
@@ -18,13 +17,9 @@ const stream = `${subjects.stream}_HOST_CALLS`;
 beforeAll(async () => {
   database = await testDatabase();
   legacy = database.db.collection<HostCallKey>("host_call_keys");
-  bus = await NatsEventBus.connect({
-    servers: testInfra().natsUrl,
-    name: "host-call-keys-test",
-    subjects,
+  bus = await connectTestBus("host-call-keys-test", subjects, {
     maxEventBytes: 8 * 1024,
     stream: { replicas: 1, maxAgeMs: 60_000, duplicateWindowMs: 60_000 },
-    logger,
   });
   ledger = await ClaimLedger.open(bus, { stream, subjectPrefix: `${subjects.prefix}.host_calls`, replicas: 1, maxValueBytes: 16 * 1024 });
 });

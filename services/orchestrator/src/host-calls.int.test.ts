@@ -1,9 +1,10 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { ClaimLedger, NatsEventBus, PublishError, type EventBus } from "@toolgate/bus";
+import type { NatsEventBus } from "@toolgate/bus";
+import { ClaimLedger, PublishError, type EventBus } from "@toolgate/bus";
 import { subjectCatalogue, type CallId, type Principal, type RunContext, type ToolgateEvent } from "@toolgate/contracts";
 import { ToolRegistry } from "@toolgate/registry";
 import { createLogger } from "@toolgate/telemetry";
-import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { connectTestBus, testDatabase, uniqueName } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CallScheduler } from "./call-scheduler.js";
 import { HostCalls } from "./host-calls.js";
@@ -44,14 +45,7 @@ beforeAll(async () => {
   database = await testDatabase("tg_host_calls_");
   store = new RunStore(database.db);
   await store.ensureIndexes();
-  bus = await NatsEventBus.connect({
-    servers: testInfra().natsUrl,
-    name: "host-calls-test",
-    subjects,
-    maxEventBytes: 64 * 1024,
-    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs: 60_000 },
-    logger,
-  });
+  bus = await connectTestBus("host-calls-test", subjects);
   ledger = await ClaimLedger.open(bus, { stream: ledgerStream, subjectPrefix: `${subjects.prefix}.host_calls`, replicas: 1, maxValueBytes: 16 * 1024 });
 });
 afterAll(async () => {

@@ -1,8 +1,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { NatsEventBus } from "@toolgate/bus";
+import type { NatsEventBus } from "@toolgate/bus";
 import { newCallId, nextCallEvent, subjectCatalogue, success, type CallId, type SubjectCatalogue, type ToolgateEvent } from "@toolgate/contracts";
 import { createLogger } from "@toolgate/telemetry";
-import { testDatabase, testInfra, uniqueName } from "@toolgate/testkit";
+import { connectTestBus, testDatabase, uniqueName } from "@toolgate/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CallScheduler } from "./call-scheduler.js";
 import { OrphanSweep } from "./orphan-sweep.js";
@@ -27,14 +27,7 @@ beforeAll(async () => {
   store = new RunStore(database.db);
   await store.ensureIndexes();
   subjects = subjectCatalogue(uniqueName("o"));
-  bus = await NatsEventBus.connect({
-    servers: testInfra().natsUrl,
-    name: "orphan-test",
-    subjects,
-    maxEventBytes: 64 * 1024,
-    stream: { replicas: 1, maxAgeMs: 10 * 60_000, duplicateWindowMs: 60_000 },
-    logger,
-  });
+  bus = await connectTestBus("orphan-test", subjects);
 });
 afterAll(async () => {
   await (await jetstreamManager(bus.connection)).streams.delete(subjects.stream);
