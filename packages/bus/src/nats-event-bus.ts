@@ -1,12 +1,13 @@
 import {
   context,
   propagation,
+  ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   trace,
   type Attributes,
+  type Context,
   type Span,
-  type SpanOptions,
   type TextMapGetter,
   type TextMapSetter,
 } from "@opentelemetry/api";
@@ -47,10 +48,21 @@ import {
   type SubjectCatalogue,
   type ToolgateEvent,
 } from "@toolgate/contracts";
-import { epochMicros, RuntimeStats, runTraceId, spanIdOf, type Logger, type RunTraces } from "@toolgate/telemetry";
+import { epochMicros, RuntimeStats, runTraceId, spanIdOf, stepContexts, stepKey, type Logger, type RunTraces } from "@toolgate/telemetry";
 import { ackAction, serverMaxDeliver, type Disposition } from "./disposition.js";
-import { eventAttributes, stepAttributes } from "./event-spans.js";
-import type { ConsumerLag, ConsumerSpec, Delivery, EventBus, EventHandler, PublishReceipt, RejectionHandler, Subscription, Worker } from "./event-bus.js";
+import { eventAttributes, eventFacts, stepAttributes } from "./event-spans.js";
+import type {
+  ConsumerLag,
+  ConsumerSpec,
+  Delivery,
+  EventBus,
+  EventHandler,
+  PublishReceipt,
+  RejectionHandler,
+  StepSpan,
+  Subscription,
+  Worker,
+} from "./event-bus.js";
 import { seedAuthenticator } from "./nats-identities.js";
 import { readMonitoredServers, streamSettingsRefusals, syncRefusals, versionRefusal, type NatsRefusal } from "./server-guards.js";
 
@@ -408,39 +420,35 @@ export class NatsEventBus implements EventBus {
   }
 
   /**
-   * Puts a publish in its trace: the step that publishes (the active span) records the event as a span event and
-   * takes its attributes (see `stepAttributes`), and the message carries the step's context — or, with hops
-   * traced, the context of a producer span of its own (messaging conventions), returned to be ended on the ack.
-   * Outside any span the parent is the event's run.
+   * Puts a publish in its trace: the step that publishes records the event as a span event and takes its
+   * attributes (see `stepAttributes`), and the message carries the step's context — or, with hops traced, the
+   * context of a producer span of its own (messaging conventions), returned to be ended on the ack. The step is
+   * the active span, or else the step working on the event's call or run (`stepContexts`: a step publishes after
+   * its awaits). Outside any step the parent is the event's run.
    */
   #tracePublish(event: ToolgateEvent, subject: string, bytes: number, h: MsgHdrs): Span | undefined {
-    const active = context.active();
-    const attributes = eventAttributes(event);
-    const step = trace.getSpan(active);
-    step?.addEvent(event.type, attributes).setAttributes(stepAttributes(attributes));
+    let active = context.active();
+    let step = trace.getSpan(active);
+    if (!step) {
+      active = stepContexts.get(eventStepKey(event)) ?? active;
+      step = trace.getSpan(active);
+    }
+    if (step?.isRecording()) step.addEvent(event.type, eventFacts(event)).setAttributes(stepAttributes(event));
     const parent = step || !this.#options.runTraces ? active : this.#options.runTraces.runContext(event.run_id);
     if (!this.#options.traceHops) {
       propagation.inject(parent, h, headerSetter);
       return undefined;
     }
     const template = destinationTemplate(subject, event);
-    const span = this.#tracer.startSpan(
-      `publish ${template}`,
-      {
-        kind: SpanKind.PRODUCER,
-        attributes: {
-          ...attributes,
-          "messaging.system": "nats",
-          "messaging.operation.type": "send",
-          "messaging.operation.name": "publish",
-          "messaging.destination.name": subject,
-          "messaging.destination.template": template,
-          "messaging.message.id": event.id,
-          "messaging.message.body.size": bytes,
-        },
-      },
-      parent,
-    );
+    const attributes = eventAttributes(event);
+    attributes["messaging.system"] = "nats";
+    attributes["messaging.operation.type"] = "send";
+    attributes["messaging.operation.name"] = "publish";
+    attributes["messaging.destination.name"] = subject;
+    attributes["messaging.destination.template"] = template;
+    attributes["messaging.message.id"] = event.id;
+    attributes["messaging.message.body.size"] = bytes;
+    const span = this.#tracer.startSpan(`publish ${template}`, { kind: SpanKind.PRODUCER, attributes }, parent);
     propagation.inject(trace.setSpan(parent, span), h, headerSetter);
     return span;
   }
@@ -685,54 +693,48 @@ export class NatsEventBus implements EventBus {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
       return;
     }
-    const extracted = propagation.extract(context.active(), msg.headers, headerGetter);
+    const extracted = propagation.extract(ROOT_CONTEXT, msg.headers, headerGetter);
     const parent = trace.getSpan(extracted) || !this.#options.runTraces ? extracted : this.#options.runTraces.runContext(event.run_id);
-    const template = destinationTemplate(msg.subject, event);
-    const messaging = {
-      "messaging.system": "nats",
-      "messaging.operation.type": "process",
-      "messaging.destination.name": msg.subject,
-      "messaging.destination.template": template,
-      "messaging.consumer.group.name": spec.name,
-      "messaging.message.id": event.id,
-      "toolgate.delivery_count": delivery.deliveryCount,
-    };
-    const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
-    const stepSpan = (kind: SpanKind, extra: Attributes): SpanOptions => ({
-      kind,
-      attributes: { ...stepAttributes(eventAttributes(event)), ...step?.attributes, ...extra, "toolgate.step": step?.step },
-    });
+    const key = eventStepKey(event);
     const handle = () => this.#outcome(handler, event, delivery, spec);
+    const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
     let outcome: HandlerOutcome;
     if (this.#options.traceHops) {
-      const process: SpanOptions = {
-        kind: SpanKind.CONSUMER,
-        attributes: { ...eventAttributes(event), ...messaging, "messaging.operation.name": "process", "messaging.message.body.size": msg.data.byteLength },
-      };
-      const inStep = step ? () => this.#inSpan(step.name(event), stepSpan(SpanKind.INTERNAL, {}), handle) : handle;
-      outcome = await context.with(parent, () => this.#inSpan(`process ${template}`, process, inStep));
+      const process = eventAttributes(event);
+      writeConsumerAttributes(process, msg.subject, spec, event, delivery);
+      process["messaging.operation.name"] = "process";
+      process["messaging.message.body.size"] = msg.data.byteLength;
+      const processSpan = this.#tracer.startSpan(
+        `process ${destinationTemplate(msg.subject, event)}`,
+        { kind: SpanKind.CONSUMER, attributes: process },
+        parent,
+      );
+      const inProcess = trace.setSpan(parent, processSpan);
+      const inStep = step
+        ? () => this.#inSpan(key, inProcess, this.#tracer.startSpan(step.name(event), { attributes: stepSpanAttributes(event, step) }, inProcess), handle)
+        : handle;
+      outcome = await this.#inSpan(key, parent, processSpan, inStep);
     } else if (step) {
-      outcome = await context.with(parent, () => this.#inSpan(step.name(event), stepSpan(SpanKind.CONSUMER, messaging), handle));
+      const attributes = writeConsumerAttributes(stepSpanAttributes(event, step), msg.subject, spec, event, delivery);
+      outcome = await this.#inSpan(key, parent, this.#tracer.startSpan(step.name(event), { kind: SpanKind.CONSUMER, attributes }, parent), handle);
     } else {
-      outcome = await context.with(parent, handle);
+      outcome = await stepContexts.run(key, parent, handle);
     }
     this.#settle(msg, spec, event, delivery, received, outcome);
   }
 
-  /** Runs `run` with a new span active, a child of the active context; an error outcome marks it. */
-  async #inSpan(name: string, options: SpanOptions, run: () => Promise<HandlerOutcome>): Promise<HandlerOutcome> {
-    return this.#tracer.startActiveSpan(name, options, async (span) => {
-      try {
-        const outcome = await run();
-        if ("error" in outcome) {
-          span.recordException(outcome.error as Error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
-        }
-        return outcome;
-      } finally {
-        span.end();
+  /** Runs `run` as `key`'s step in `span` (a child of `parent`); the span ends when `run` settles, marked by an error outcome. */
+  async #inSpan(key: string, parent: Context, span: Span, run: () => Promise<HandlerOutcome>): Promise<HandlerOutcome> {
+    try {
+      const outcome = await stepContexts.run(key, trace.setSpan(parent, span), run);
+      if ("error" in outcome) {
+        span.recordException(outcome.error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
       }
-    });
+      return outcome;
+    } finally {
+      span.end();
+    }
   }
 
   /** Runs the handler; a throw is an outcome too ("transient, retry later"). */
@@ -896,6 +898,31 @@ function legacyDurableNames(name: string, prefix: string, filters: readonly stri
 /** The ids a log line about `event` carries (the logger adds the run's `trace_id`). */
 function logIds(event: ToolgateEvent): { run_id: string; call_id?: string } {
   return event.kind === "call" ? { run_id: event.run_id, call_id: event.call_id } : { run_id: event.run_id };
+}
+
+/** The step key of the call or run an event is about: what a step working on it registers (`stepContexts`). */
+function eventStepKey(event: ToolgateEvent): string {
+  return event.kind === "call" ? stepKey("call", event.call_id) : stepKey("run", event.run_id);
+}
+
+/** A step span's attributes: those of the event that started it (`stepAttributes`), the step's own and its name. */
+function stepSpanAttributes(event: ToolgateEvent, step: StepSpan): Attributes {
+  const attributes = stepAttributes(event);
+  if (step.attributes) Object.assign(attributes, step.attributes);
+  attributes["toolgate.step"] = step.step;
+  return attributes;
+}
+
+/** Writes into `a` the messaging conventions' attributes of a consumer handling `event` from `subject`. */
+function writeConsumerAttributes(a: Attributes, subject: string, spec: ConsumerSpec, event: ToolgateEvent, delivery: Delivery): Attributes {
+  a["messaging.system"] = "nats";
+  a["messaging.operation.type"] = "process";
+  a["messaging.destination.name"] = subject;
+  a["messaging.destination.template"] = destinationTemplate(subject, event);
+  a["messaging.consumer.group.name"] = spec.name;
+  a["messaging.message.id"] = event.id;
+  a["toolgate.delivery_count"] = delivery.deliveryCount;
+  return a;
 }
 
 /** The subject with its call or run id replaced by a placeholder: a low-cardinality span name (`toolgate.call.{call_id}.proposed`). */

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { context, ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Context, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
 import { RandomIdGenerator, SamplingDecision, type IdGenerator, type Sampler } from "@opentelemetry/sdk-trace-base";
+import { stepContexts } from "./step-contexts.js";
 
 const hexOf = (seed: string): string => createHash("sha256").update(seed).digest("hex");
 
@@ -100,9 +101,12 @@ export class RunTraces {
     return this.#tracer.startSpan(name, options, parent);
   }
 
-  /** Runs `fn` with `span` active: what it publishes is the span's child, and its events are recorded on it. */
-  within<T>(span: Span, fn: () => T): T {
-    return context.with(trace.setSpan(context.active(), span), fn);
+  /**
+   * Runs `fn` as the step of `key` (`stepKey`) in `span`: what it publishes about that call or run, also after
+   * an await, is the span's child, and its events are recorded on it.
+   */
+  within<T>(key: string, span: Span, fn: () => Promise<T>): Promise<T> {
+    return stepContexts.run(key, trace.setSpan(context.active(), span), fn);
   }
 
   #seeded(name: string, options: SpanOptions, parent: Context, spanId: string, traceId?: string): Span {

@@ -1,5 +1,4 @@
 import { context, propagation, trace, type Context, type Tracer } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OTLPTraceExporter as OtlpProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
@@ -17,6 +16,7 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { RunTraces, SeededIdGenerator } from "./run-traces.js";
+import { SyncContextManager } from "./step-contexts.js";
 
 /** `OTEL_TRACES_SAMPLER` values (the specification's, minus the Jaeger remote sampler). */
 export const TRACE_SAMPLERS = [
@@ -49,9 +49,8 @@ export interface TracingOptions {
   /** Replaces the exporter's processor (tests that read what was recorded); spans are then on. */
   spanProcessor?: SpanProcessor;
   /**
-   * Whether spans are created and carried across awaits (an async context manager). Defaults to whether there
-   * is an exporter: without one, nothing would read the spans, and carrying a context through every promise
-   * of every handler costs a fifth of a message's CPU.
+   * Whether spans are created and carried from a step to what it publishes (`StepContexts`). Defaults to whether
+   * there is an exporter: without one, nothing would read the spans.
    */
   spans?: boolean;
 }
@@ -67,8 +66,8 @@ export interface Tracing {
 }
 
 /**
- * Registers the global tracer provider, W3C trace-context propagator and async context manager for this
- * process when spans are on; registers nothing when they are off. Call once from a composition root. Spans
+ * Registers the global tracer provider, W3C trace-context propagator and a synchronous context manager (see
+ * `SyncContextManager`) for this process when spans are on; registers nothing when they are off. Call once from a composition root. Spans
  * go to the exporter through a batch processor (`OTEL_BSP_*` tune it; the OTLP exporter reads
  * `OTEL_EXPORTER_OTLP_HEADERS`, `_TIMEOUT`, `_COMPRESSION` and the certificate variables itself).
  */
@@ -91,7 +90,7 @@ export function initTracing(options: TracingOptions): Tracing {
     }),
   );
   const provider = new BasicTracerProvider({ spanProcessors, sampler, idGenerator, resource });
-  const contextManager = new AsyncLocalStorageContextManager().enable();
+  const contextManager = new SyncContextManager();
   context.setGlobalContextManager(contextManager);
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);

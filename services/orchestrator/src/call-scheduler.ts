@@ -1,7 +1,7 @@
 import type { EventBus } from "@toolgate/bus";
 import { canonicalHash, nextCallEvent, type CallId, type RunId } from "@toolgate/contracts";
 import { jsonDepth, MAX_ARGUMENT_DEPTH, resourceKeys, type ToolRegistry } from "@toolgate/registry";
-import type { Logger, RunTraces } from "@toolgate/telemetry";
+import { stepKey, type Logger, type RunTraces } from "@toolgate/telemetry";
 import type { ResourceLocks } from "./resource-locks.js";
 import type { CallRecord, RunRecord, RunStore } from "./run-store.js";
 import { startProposalSpan } from "./run-spans.js";
@@ -126,7 +126,7 @@ export class CallScheduler {
     if (!traces) await this.#bus.publish(event);
     else {
       const span = startProposalSpan(traces, run, call);
-      await traces.within(span, () => this.#bus.publish(event)).finally(() => span.end());
+      await traces.within(stepKey("call", call._id), span, () => this.#bus.publish(event)).finally(() => span.end());
     }
     this.#proposed.add(call._id);
   }

@@ -2,7 +2,7 @@ import type { EventBus } from "@toolgate/bus";
 import { runEvent, TERMINAL_CALL_EVENT_TYPES, type CallEvent, type RunId } from "@toolgate/contracts";
 import type { ModelAdapter, ModelResponse } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
-import type { Logger, RunTraces } from "@toolgate/telemetry";
+import { stepKey, type Logger, type RunTraces } from "@toolgate/telemetry";
 import { checkFinalAnswer, checkTurn, checkTurnStart, type Usage } from "./budgets.js";
 import type { CallScheduler } from "./call-scheduler.js";
 import { Durable } from "./durable.js";
@@ -52,7 +52,7 @@ export class TurnPlayer {
     const traces = this.#deps.traces;
     if (!traces) return this.#play(active);
     const span = startTurnSpan(traces, active.run);
-    return traces.within(span, () => this.#play(active)).finally(() => span.end());
+    return traces.within(stepKey("run", active.run._id), span, () => this.#play(active)).finally(() => span.end());
   }
 
   async #play(active: ActiveRun): Promise<void> {

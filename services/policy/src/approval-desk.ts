@@ -15,7 +15,7 @@ import {
   type RunStopReason,
 } from "@toolgate/contracts";
 import type { CompiledTool, CurrentContracts } from "@toolgate/registry";
-import type { Logger, RunTraces } from "@toolgate/telemetry";
+import { stepKey, type Logger, type RunTraces } from "@toolgate/telemetry";
 import { authorizeApproval, authorizeCall } from "./authorization.js";
 import type { CedarPolicies } from "./cedar-policies.js";
 import { deniedMessage } from "./decide.js";
@@ -425,7 +425,7 @@ export class ApprovalDesk {
       },
       traces.callContext(request.run_id, request.call_id),
     );
-    return traces.within(span, () => this.#publishDecision(request, decision)).finally(() => span.end());
+    return traces.within(stepKey("call", request.call_id), span, () => this.#publishDecision(request, decision)).finally(() => span.end());
   }
 
   async #publishDecision(request: ApprovalRequestRecord, decision: ApprovalDecisionRecord): Promise<void> {
