@@ -411,6 +411,38 @@ describe("NatsEventBus", () => {
     });
   });
 
+  it("with spans, steps of different calls handled at once each own what they publish after their awaits", async () => {
+    await withSpans(async (exported, tracing) => {
+      const h = await harness({ traceSpans: true, runTraces: tracing.runs });
+      const calls = [newCallId(), newCallId()];
+      const bothRunning = latch();
+      let running = 0;
+      const step = { step: "decide", name: () => "decide" };
+      await h.consume(spec({ name: "steps", filters: [h.subjects.callEvents("proposed")], step }), async (event) => {
+        // Both steps are in flight, each past an await, before either publishes: neither context can be "the" active one.
+        if (++running === 2) bothRunning.open();
+        await bothRunning.promise;
+        const callId = event.kind === "call" ? event.call_id : "";
+        await h.bus.publish(startedEvent(callId, event.run_id));
+        return ACK;
+      });
+      for (const callId of calls) await h.bus.publish(proposedEvent("{}", callId));
+      const decides = await waitFor(
+        () => {
+          const spans = exported.getFinishedSpans().filter((s) => s.name === "decide");
+          return spans.length === 2 ? spans : undefined;
+        },
+        { description: "both steps' spans" },
+      );
+      for (const callId of calls) {
+        const decide = decides.find((s) => s.attributes["toolgate.call_id"] === callId)!;
+        expect(decide.events.map((e) => e.name)).toEqual(["started"]);
+        const started = await h.jsm.streams.getMessage(h.subjects.stream, { last_by_subj: h.subjects.call(callId, "started") });
+        expect(started?.header.get("traceparent").split("-")[2]).toBe(decide.spanContext().spanId);
+      }
+    });
+  });
+
   it("with hops traced, publishes in a producer span and handles in a consumer span of the publisher's trace; outside any span, of the run's", async () => {
     await withSpans(async (exported, tracing) => {
       const h = await harness({ traceSpans: true, traceHops: true, runTraces: tracing.runs });
