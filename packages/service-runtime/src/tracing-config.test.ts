@@ -50,6 +50,14 @@ describe("tracingOptions", () => {
     });
   });
 
+  it("exports in batches of 64 spans at least every 200 ms unless OTEL_BSP_* say otherwise", () => {
+    expect(options({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" }).batch).toEqual({ maxExportBatchSize: 64, scheduledDelayMillis: 200 });
+    expect(options({ OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "512", OTEL_BSP_SCHEDULE_DELAY: "5000" }).batch).toEqual({
+      maxExportBatchSize: 512,
+      scheduledDelayMillis: 5000,
+    });
+  });
+
   it("refuses what it cannot honour, naming the variable", () => {
     for (const env of [
       { OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" },
@@ -57,6 +65,8 @@ describe("tracingOptions", () => {
       { OTEL_TRACES_EXPORTER: "jaeger" },
       { OTEL_TRACES_SAMPLER_ARG: "2" },
       { OTEL_RESOURCE_ATTRIBUTES: "novalue" },
+      { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "0" },
+      { OTEL_BSP_SCHEDULE_DELAY: "soon" },
     ]) {
       const variable = Object.keys(env)[0]!;
       expect(() => options(env), variable).toThrow(ConfigError);

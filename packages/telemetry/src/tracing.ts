@@ -46,6 +46,11 @@ export interface TracingOptions {
   resourceAttributes?: Record<string, string>;
   /** `OTEL_TRACES_SAMPLER` and its argument (the ratio of the `traceidratio` ones); default `parentbased_always_on`. */
   sampler?: { name: TraceSamplerName; arg?: number | undefined };
+  /**
+   * How `otlp` batches (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_BSP_SCHEDULE_DELAY`); unset, the SDK's own defaults
+   * (512 spans, 5 s) or those variables. The queue's size and the export timeout stay the SDK's (`OTEL_BSP_*`).
+   */
+  batch?: { maxExportBatchSize: number; scheduledDelayMillis: number };
   /** Replaces the exporter's processor (tests that read what was recorded); spans are then on. */
   spanProcessor?: SpanProcessor;
   /**
@@ -115,7 +120,8 @@ function exporterProcessors(options: TracingOptions): SpanProcessor[] {
     case "otlp": {
       if (!options.otlp) throw new Error("the otlp exporter needs a URL");
       const { url, protocol } = options.otlp;
-      return [new BatchSpanProcessor(protocol === "http/json" ? new OtlpJsonExporter({ url }) : new OtlpProtobufExporter({ url }))];
+      const exporter = protocol === "http/json" ? new OtlpJsonExporter({ url }) : new OtlpProtobufExporter({ url });
+      return [new BatchSpanProcessor(exporter, options.batch)];
     }
   }
 }
