@@ -11,8 +11,10 @@
  * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
  *
  * `--otlp-compare` runs each run twice, one right after the other: as usual, then with every service exporting its
- * spans over OTLP/HTTP (protobuf, the batch span processor's defaults) to a sink on loopback that answers every
- * export and counts it, and prints the exporter's cost as the ratio of each pair's sustained throughput.
+ * spans over OTLP/HTTP (protobuf, Toolgate's batch defaults) to a sink on loopback that answers every export and
+ * counts it, and prints the exporter's cost as the ratio of each pair's sustained throughput. `--otlp-env` gives
+ * the exporting half more `OTEL_*` settings (`OTEL_TRACES_SAMPLER=always_off,OTEL_BSP_SCHEDULE_DELAY=5000`), to
+ * tell which part of that cost is what.
  *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
@@ -27,7 +29,7 @@ import type { ServiceStats } from "@toolgate/testkit";
 import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { Pool } from "undici";
-import { commandLineOrExit } from "./command-line.js";
+import { commandLineOrExit, envPairs } from "./command-line.js";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
 import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
@@ -35,7 +37,7 @@ import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.j
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline] [--otlp-compare]
-       [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
+       [--otlp-env OTEL_X=v,…] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
 Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
 
 const args = commandLineOrExit("bench", USAGE, {
@@ -49,11 +51,14 @@ const args = commandLineOrExit("bench", USAGE, {
   "idle-calls": { type: "string", default: "300" },
   baseline: { type: "boolean", default: false },
   "otlp-compare": { type: "boolean", default: false },
+  "otlp-env": { type: "string", default: "" },
   "mongo-rtt-ms": { type: "string", default: "0.5" },
   /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
   "idempotency-keys": { type: "boolean", default: false },
   json: { type: "string" },
 });
+
+const OTLP_ENV = otlpEnv(args["otlp-env"]);
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
@@ -264,6 +269,14 @@ function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
 }
 
 /** Answers every OTLP export with 200 and counts them: the services' exporter costs what it would with a collector. */
+/** `--otlp-env`: comma-separated `OTEL_*=value` pairs; anything else is a usage error (exit 2). */
+function otlpEnv(list: string): Record<string, string> {
+  const pairs = envPairs(list, "OTEL_");
+  if (pairs.ok) return pairs.env;
+  console.error(`bench: --otlp-env: ${pairs.error}\n${USAGE}`);
+  process.exit(2);
+}
+
 async function startOtlpSink(): Promise<{ url: string; requests: () => number; bytes: () => number; close: () => Promise<void> }> {
   let requests = 0;
   let bytes = 0;
@@ -305,7 +318,7 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
     logLevel: "warn",
     extraEnv: {
       STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
-      ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" } : {}),
+      ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
     },
   });
   const mongo = await new MongoClient(MONGO_URL).connect();

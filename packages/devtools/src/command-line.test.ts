@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { readCommandLine } from "./command-line.js";
+import { envPairs, readCommandLine } from "./command-line.js";
 
 const USAGE = "usage: tool [--runs 3] [--fast]";
 const OPTIONS = { runs: { type: "string", default: "3" }, fast: { type: "boolean", default: false } } as const;
@@ -25,5 +25,21 @@ describe("readCommandLine", () => {
     expect(line.output).toMatch(message);
     expect(line.output.split("\n").slice(1).join("\n")).toBe(USAGE);
     expect(line.output).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe("envPairs", () => {
+  it("reads NAME=value pairs with the prefix, values as given (an = and spaces included)", () => {
+    expect(envPairs("OTEL_TRACES_SAMPLER=always_off, OTEL_RESOURCE_ATTRIBUTES=a=b", "OTEL_")).toEqual({
+      ok: true,
+      env: { OTEL_TRACES_SAMPLER: "always_off", OTEL_RESOURCE_ATTRIBUTES: "a=b" },
+    });
+    expect(envPairs("", "OTEL_")).toEqual({ ok: true, env: {} });
+  });
+
+  it.each(["PATH=/tmp", "OTEL_X", "=1", "otel_x=1", "OTEL_X-Y=1"])("refuses %j, naming it", (list) => {
+    const pairs = envPairs(list, "OTEL_");
+    expect(pairs.ok).toBe(false);
+    if (!pairs.ok) expect(pairs.error).toContain(JSON.stringify(list));
   });
 });

@@ -30,3 +30,21 @@ export function commandLineOrExit<O extends Options>(tool: string, usage: string
   (line.exitCode === 0 ? console.log : console.error)(line.output);
   process.exit(line.exitCode);
 }
+
+/**
+ * Reads an option holding environment variables as comma-separated `NAME=value` pairs, each name starting with
+ * `prefix` (upper case, digits, `_`): the variables, or the one-line reason the list is refused.
+ */
+export function envPairs(list: string, prefix: string): { ok: true; env: Record<string, string> } | { ok: false; error: string } {
+  const env: Record<string, string> = {};
+  for (const pair of list.split(",")) {
+    if (pair.trim() === "") continue;
+    const at = pair.indexOf("=");
+    const name = at > 0 ? pair.slice(0, at).trim() : "";
+    if (!name.startsWith(prefix) || !/^[A-Z0-9_]+$/.test(name)) {
+      return { ok: false, error: `expected ${prefix}NAME=value pairs, comma-separated; got ${JSON.stringify(pair)}` };
+    }
+    env[name] = pair.slice(at + 1);
+  }
+  return { ok: true, env };
+}
