@@ -4,9 +4,9 @@ import { context, ROOT_CONTEXT, type Context, type ContextManager } from "@opent
  * Carries the active context synchronously only: `with` makes a context active for the call it wraps and restores
  * the previous one when that call returns, so code after an `await` runs in whatever context resumed it (the root,
  * from the event loop). Node 20's `AsyncLocalStorage`, the alternative, runs a promise hook on every promise of the
- * process once it is enabled — the database driver's and the NATS client's included — which cost more of a call's
- * CPU than all of its spans. What a step does after an await finds the step by the call or run it works on instead
- * ({@link StepContexts}).
+ * process once it is enabled — the database driver's and the NATS client's included — which cost about as much of a
+ * call's CPU as all of its spans. What a step does after an await finds the step by the call or run it works on
+ * instead ({@link StepContexts}).
  */
 export class SyncContextManager implements ContextManager {
   #active: Context = ROOT_CONTEXT;
