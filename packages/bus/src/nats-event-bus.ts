@@ -700,22 +700,20 @@ export class NatsEventBus implements EventBus {
     const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
     let outcome: HandlerOutcome;
     if (this.#options.traceHops) {
+      const template = destinationTemplate(msg.subject, event);
       const process = eventAttributes(event);
-      writeConsumerAttributes(process, msg.subject, spec, event, delivery);
+      writeConsumerAttributes(process, msg.subject, template, spec, event, delivery);
       process["messaging.operation.name"] = "process";
       process["messaging.message.body.size"] = msg.data.byteLength;
-      const processSpan = this.#tracer.startSpan(
-        `process ${destinationTemplate(msg.subject, event)}`,
-        { kind: SpanKind.CONSUMER, attributes: process },
-        parent,
-      );
+      const processSpan = this.#tracer.startSpan(`process ${template}`, { kind: SpanKind.CONSUMER, attributes: process }, parent);
       const inProcess = trace.setSpan(parent, processSpan);
       const inStep = step
         ? () => this.#inSpan(key, inProcess, this.#tracer.startSpan(step.name(event), { attributes: stepSpanAttributes(event, step) }, inProcess), handle)
         : handle;
       outcome = await this.#inSpan(key, parent, processSpan, inStep);
     } else if (step) {
-      const attributes = writeConsumerAttributes(stepSpanAttributes(event, step), msg.subject, spec, event, delivery);
+      const template = destinationTemplate(msg.subject, event);
+      const attributes = writeConsumerAttributes(stepSpanAttributes(event, step), msg.subject, template, spec, event, delivery);
       outcome = await this.#inSpan(key, parent, this.#tracer.startSpan(step.name(event), { kind: SpanKind.CONSUMER, attributes }, parent), handle);
     } else {
       outcome = await stepContexts.run(key, parent, handle);
@@ -914,11 +912,11 @@ function stepSpanAttributes(event: ToolgateEvent, step: StepSpan): Attributes {
 }
 
 /** Writes into `a` the messaging conventions' attributes of a consumer handling `event` from `subject`. */
-function writeConsumerAttributes(a: Attributes, subject: string, spec: ConsumerSpec, event: ToolgateEvent, delivery: Delivery): Attributes {
+function writeConsumerAttributes(a: Attributes, subject: string, template: string, spec: ConsumerSpec, event: ToolgateEvent, delivery: Delivery): Attributes {
   a["messaging.system"] = "nats";
   a["messaging.operation.type"] = "process";
   a["messaging.destination.name"] = subject;
-  a["messaging.destination.template"] = destinationTemplate(subject, event);
+  a["messaging.destination.template"] = template;
   a["messaging.consumer.group.name"] = spec.name;
   a["messaging.message.id"] = event.id;
   a["toolgate.delivery_count"] = delivery.deliveryCount;
