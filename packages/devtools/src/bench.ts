@@ -10,9 +10,10 @@
  * `--baseline` also runs, in the same invocation and before each run, a bare JetStream pipeline with
  * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
  *
- * `--otlp-compare` runs each run twice, one right after the other: as usual, then with every service exporting its
+ * `--otlp-compare` runs each run twice, one right after the other: as usual and with every service exporting its
  * spans over OTLP/HTTP (protobuf, Toolgate's batch defaults) to a sink on loopback that answers every export and
- * counts it, and prints the exporter's cost as the ratio of each pair's sustained throughput. `--otlp-env` gives
+ * counts it (every other pair in the opposite order), and prints the exporter's cost as the ratio of each pair's
+ * sustained throughput, with the servers' CPU per call in each pair as a gauge of how much the machine moved. `--otlp-env` gives
  * the exporting half more `OTEL_*` settings (`OTEL_TRACES_SAMPLER=always_off,OTEL_BSP_SCHEDULE_DELAY=5000`), to
  * tell which part of that cost is what.
  *
@@ -559,11 +560,15 @@ function report(runs: RunFigures[]): void {
         `; the services and NATS spent ${fmt(total - (cpu.ferretdb ?? 0) - (cpu.postgres ?? 0))} ms of CPU per call, FerretDB and PostgreSQL ${fmt((cpu.ferretdb ?? 0) + (cpu.postgres ?? 0))} ms`,
     );
   }
-  if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs }, null, 2));
   if (duplicates > 0) process.exit(1);
 }
 
 /** CPU per call of the stack's processes: every group but the benchmark's own client. */
+/** CPU ms per call of NATS, FerretDB and PostgreSQL. */
+function serverCpu(cpu: Record<string, number>): number {
+  return Object.keys(SERVER_CPU_GROUPS).reduce((sum, name) => sum + (cpu[name] ?? 0), 0);
+}
+
 function stackCpu(cpu: Record<string, number>): number {
   return sumOf(cpu) - (cpu[CLIENT_CPU] ?? 0);
 }
@@ -577,16 +582,32 @@ async function main(): Promise<void> {
   const exporting: RunFigures[] = [];
   const sink = args["otlp-compare"] ? await startOtlpSink() : undefined;
   for (let i = 0; i < Number(args.runs); i++) {
-    runs.push(await oneRun(i));
-    if (sink) exporting.push(await oneRun(i, sink.url));
+    // Every other pair exports first: a machine that speeds up or slows down over the invocation, or a second run
+    // that finds something warmed by the first, then favours each half as often.
+    if (sink && i % 2 === 1) {
+      exporting.push(await oneRun(i, sink.url));
+      runs.push(await oneRun(i));
+    } else {
+      runs.push(await oneRun(i));
+      if (sink) exporting.push(await oneRun(i, sink.url));
+    }
   }
+  // With --otlp-compare, `exporting[i]` is the other half of `runs[i]`'s pair.
+  if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs, ...(sink ? { exporting } : {}) }, null, 2));
   report(runs);
   if (sink) {
     const ratios = runs.map((r, i) => exporting[i]!.sustained / r.sustained);
+    // The servers do the same work per call in both halves: their CPU per call moves with the machine's speed (and
+    // with how crowded the two cores are).
+    const gauges = runs.map((r, i) => serverCpu(exporting[i]!.cpu) / serverCpu(r.cpu));
     console.log(
       `\nwith an OTLP exporter (${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB): sustained ${fmt(median(exporting.map((r) => r.sustained)), 0)} calls/s, ` +
         `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => stackCpu(r.cpu))))} ms per call; ` +
-        `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r) => fmt(r)).join(", ")})`,
+        `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r, i) => `${fmt(r)}${i % 2 === 1 ? " exporting first" : ""}`).join(", ")})`,
+    );
+    console.log(
+      `  the servers' CPU per call (NATS, FerretDB, PostgreSQL: the same work in both halves), with ÷ without, each pair: ${gauges.map((g) => fmt(g)).join(", ")}` +
+        " (it moves when the machine's speed changes within a pair)",
     );
     const cpuOf = (figures: RunFigures[], name: string) => fmt(median(figures.map((r) => r.cpu[name] ?? 0)));
     console.log(
