@@ -1,8 +1,9 @@
 /**
  * Executor scaling benchmark: runs an I/O-bound tool (`bench_sleep`, 20 ms by default, one ledger effect per
  * execution) with 1, 2 and 4 executor processes sharing one durable consumer, and prints throughput per
- * executor count, the scaling relative to one executor, and the number of keys with more than one effect in
- * the tool's own ledger. Median of several runs per executor count.
+ * executor count, the scaling relative to one executor, the CPU per call of each process (the executors summed)
+ * and how busy the machine's cores were, and the number of keys with more than one effect in the tool's own
+ * ledger. Median of several runs per executor count.
  *
  * Executor capacity must be what limits throughput for the figures to say anything about scaling, hence one
  * slot per executor by default; with more slots (`--slots 4`) the shared machine (CPU, the database) saturates
@@ -20,6 +21,10 @@ import { Stack } from "@toolgate/testkit/stack";
 import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { commandLineOrExit } from "./command-line.js";
+import { busyShare, cpuSpent, readCpu, readMachineCpu, SERVER_CPU_GROUPS, type CpuGroup, type MachineCpu } from "./process-cpu.js";
+
+/** The benchmark's own process: its callers share the cores with the stack. */
+const CLIENT_CPU = "bench client";
 
 const USAGE = `usage: node packages/devtools/dist/bench-executors.js [--executors 1,2,4] [--runs 3] [--duration 10] [--sleep-ms 20]
        [--slots 1] [--clients-per-slot 2] [--via bus|api]
@@ -53,6 +58,11 @@ interface Measured {
   p50: number;
   effects: number;
   duplicates: number;
+  /** CPU ms per call over the measured window, by process group (the executors summed), and the whole stack's. */
+  cpu: Record<string, number>;
+  stackCpu: number;
+  /** Share of the machine's CPU time that was busy over the window (0 to 1): near 1, the cores are what limits. */
+  busy: number;
 }
 
 interface Counts {
@@ -145,12 +155,29 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
     const measureFrom = started + warmUpMs;
     const until = measureFrom + Number(args.duration) * 1_000;
     const counts: Counts = { ok: 0, failed: 0, latencies: [] };
+    // CPU from the end of the warm-up to the last call's end: each service (the executors as one), each server.
+    const cpuGroups: Record<string, CpuGroup> = {
+      executors: { pids: stack.processes.filter((p) => p.name.startsWith("executor")).map((p) => p.pid) },
+      ...Object.fromEntries(stack.processes.filter((p) => !p.name.startsWith("executor") && !p.exited).map((p) => [p.name, { pids: [p.pid] }])),
+      ...SERVER_CPU_GROUPS,
+    };
+    let atStart: { processes: Record<string, Map<number, number>>; machine: MachineCpu; client: NodeJS.CpuUsage } | undefined;
+    const warmedUp = setTimeout(() => {
+      atStart = { processes: readCpu(cpuGroups), machine: readMachineCpu(), client: process.cpuUsage() };
+    }, warmUpMs);
     await Promise.all(
       Array.from({ length: clients }, (_, i) =>
         driver && tool ? busClient(driver, tool, sleepMs, until, counts, measureFrom, i) : apiClient(stack, sleepMs, until, counts, measureFrom),
       ),
     );
     const seconds = (performance.now() - measureFrom) / 1_000;
+    clearTimeout(warmedUp);
+    if (!atStart) throw new Error("the run ended before its warm-up did");
+    const clientUsage = process.cpuUsage(atStart.client);
+    const spent = { ...cpuSpent(atStart.processes, readCpu(cpuGroups)), [CLIENT_CPU]: (clientUsage.user + clientUsage.system) / 1_000 };
+    const busy = busyShare(atStart.machine, readMachineCpu());
+    const cpu = Object.fromEntries(Object.entries(spent).map(([name, ms]) => [name, ms / Math.max(1, counts.ok)]));
+    const stackCpu = Object.entries(cpu).reduce((sum, [name, ms]) => (name === CLIENT_CPU ? sum : sum + ms), 0);
     const effects = await duplicateEffects(mongo.db(`${stack.name}_tools`));
     const measured = {
       executors,
@@ -160,10 +187,18 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
       p50: counts.latencies.length > 0 ? median(counts.latencies) : Number.NaN,
       effects: effects.total,
       duplicates: effects.duplicates.length,
+      cpu,
+      stackCpu,
+      busy,
     };
     console.log(
       `  run ${run + 1}: ${executors} executor(s) × ${slots} slots, ${clients} clients: ${measured.rate.toFixed(0)} calls/s` +
         ` p50=${measured.p50.toFixed(1)}ms (ok=${measured.calls} failed=${measured.failed}) effects=${measured.effects} duplicate keys=${measured.duplicates}`,
+    );
+    console.log(
+      `    CPU ms per call: ${Object.entries(cpu)
+        .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
+        .join(", ")}; whole stack ${stackCpu.toFixed(2)}; the cores were ${(busy * 100).toFixed(0)} % busy`,
     );
     return measured;
   } finally {
@@ -177,7 +212,7 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
 
 async function main(): Promise<void> {
   const counts = args.executors.split(",").map((n) => Number(n.trim()));
-  const rows: { executors: number; rate: number; p50: number; failed: number; duplicates: number }[] = [];
+  const rows: { executors: number; rate: number; p50: number; failed: number; duplicates: number; stackCpu: number; busy: number }[] = [];
   console.log(
     `bench_sleep ${args["sleep-ms"]} ms, ${args.slots} slots per executor, ${args.runs} runs of ${args.duration} s each, via ${args.via === "api" ? "the orchestrator's API" : "the bus"}`,
   );
@@ -190,6 +225,8 @@ async function main(): Promise<void> {
       p50: median(runs.map((r) => r.p50)),
       failed: runs.reduce((sum, r) => sum + r.failed, 0),
       duplicates: runs.reduce((sum, r) => sum + r.duplicates, 0),
+      stackCpu: median(runs.map((r) => r.stackCpu)),
+      busy: median(runs.map((r) => r.busy)),
     });
   }
   const base = rows.find((r) => r.executors === 1)?.rate ?? rows[0]!.rate / rows[0]!.executors;
@@ -198,7 +235,8 @@ async function main(): Promise<void> {
     const scaling = row.rate / (base * row.executors);
     console.log(
       `  ${String(row.executors).padStart(2)} executor(s): ${row.rate.toFixed(0).padStart(5)} calls/s  p50 ${row.p50.toFixed(1)} ms  ` +
-        `scaling ${scaling.toFixed(2)}× of linear  failed=${row.failed}  duplicate effects=${row.duplicates}`,
+        `scaling ${scaling.toFixed(2)}× of linear  CPU ${row.stackCpu.toFixed(1)} ms per call, cores ${(row.busy * 100).toFixed(0)} % busy  ` +
+        `failed=${row.failed}  duplicate effects=${row.duplicates}`,
     );
   }
   const duplicates = rows.reduce((sum, r) => sum + r.duplicates, 0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cpuSpent, processCpuMs, readCpu } from "./process-cpu.js";
+import { busyShare, cpuSpent, parseProcStat, processCpuMs, readCpu, readMachineCpu } from "./process-cpu.js";
 
 describe("cpuSpent", () => {
   it("adds up what each process spent, counting a new one whole and leaving out one that exited", () => {
@@ -33,5 +33,24 @@ describe("readCpu", () => {
     expect([...reading.self!.keys()]).toEqual([process.pid]);
     // A process's CPU only grows: what was read is no more than what a later read finds.
     expect(reading.self!.get(process.pid)).toBeLessThanOrEqual(processCpuMs(process.pid)!);
+  });
+});
+
+describe("the machine's CPU", () => {
+  it("counts user, nice, system, irq, softirq and steal as busy, idle and iowait as not, and guest time once", () => {
+    const text = "cpu  100 5 20 700 30 1 2 7 40 0\ncpu0 50 2 10 350 15 1 1 3 20 0\nintr 12345\n";
+    expect(parseProcStat(text)).toEqual({ busy: 135, total: 865 });
+  });
+
+  it("refuses a text without the aggregate line rather than reading a core's", () => {
+    expect(() => parseProcStat("cpu0 50 2 10 350 15 1 1 3\n")).toThrow(/aggregate/);
+  });
+
+  it("gives the busy share between two readings, and 0 when no time passed", () => {
+    expect(busyShare({ busy: 100, total: 400 }, { busy: 250, total: 600 })).toBe(0.75);
+    expect(busyShare({ busy: 100, total: 400 }, { busy: 100, total: 400 })).toBe(0);
+    const now = readMachineCpu();
+    expect(now.busy).toBeGreaterThan(0);
+    expect(now.total).toBeGreaterThanOrEqual(now.busy);
   });
 });

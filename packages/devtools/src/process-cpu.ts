@@ -78,3 +78,33 @@ export const SERVER_CPU_GROUPS: Record<string, CpuGroup> = {
   ferretdb: { pattern: /(^|\/)ferretdb( |$)/ },
   postgres: { pattern: /^postgres(:| )/ },
 };
+
+/** The machine's CPU time in clock ticks, summed over its cores: busy, and in all (busy, idle and waiting on I/O). */
+export interface MachineCpu {
+  busy: number;
+  total: number;
+}
+
+/** Reads the aggregate `cpu` line of `/proc/stat` (see {@link parseProcStat}). */
+export function readMachineCpu(): MachineCpu {
+  return parseProcStat(readFileSync("/proc/stat", "utf8"));
+}
+
+/**
+ * The machine's CPU time from the text of `/proc/stat`: its first line, `cpu  user nice system idle iowait irq
+ * softirq steal …`. Idle and iowait are not busy; steal (time the hypervisor gave to another guest) is, as the
+ * work waited for it. Guest time is already inside user and nice, so the fields after steal are not added again.
+ */
+export function parseProcStat(text: string): MachineCpu {
+  const line = text.split("\n").find((l) => l.startsWith("cpu "));
+  if (!line) throw new Error("/proc/stat has no aggregate cpu line");
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
+  const busy = user + nice + system + irq + softirq + steal;
+  return { busy, total: busy + idle + iowait };
+}
+
+/** The share of the machine's CPU time that was busy between two readings (0 to 1). */
+export function busyShare(before: MachineCpu, after: MachineCpu): number {
+  const total = after.total - before.total;
+  return total > 0 ? (after.busy - before.busy) / total : 0;
+}
