@@ -75,15 +75,37 @@ it(`ends ${CALLS} calls exactly once each with no duplicate effect while executo
     }
   })();
 
-  // Pause executor-3 past its lease and ack wait, then resume it; again until it was caught holding a call.
+  // Pause executor-3 the moment it announces a call started (it then holds that call: the tool waits 20-320 ms
+  // before its effect), past its lease and ack wait, then resume it; again, while calls still come, until it was
+  // fenced out. Pausing at a random moment missed it when the executor happened to hold nothing.
   let paused = "";
   let fenced = 0;
+  let pauseOnStart: ((executorId: unknown) => void) | undefined;
+  const watcher = await stack.watchConnection();
+  watcher.subscribe(`${stack.name}.call.*.started`, {
+    callback: (_error, msg) => pauseOnStart?.(msg.json<{ payload?: { executor_id?: unknown } }>().payload?.executor_id),
+  });
+  let allSubmitted = false;
+  void submitting.then(() => (allSubmitted = true));
   const pausing = (async () => {
     await sleep(2_500);
-    for (let round = 0; round < 3 && fenced === 0; round++) {
+    for (let round = 0; round < 3 && fenced === 0 && !allSubmitted; round++) {
       const proc = stack.process("executor-3");
-      paused = instanceOf(proc);
-      proc.signal("SIGSTOP");
+      const instance = instanceOf(proc);
+      const caught = await Promise.race([
+        new Promise<boolean>((resolve) => {
+          pauseOnStart = (executorId) => {
+            if (executorId !== instance) return;
+            proc.signal("SIGSTOP");
+            pauseOnStart = undefined;
+            resolve(true);
+          };
+        }),
+        submitting.then(() => false),
+      ]);
+      pauseOnStart = undefined;
+      if (!caught) break;
+      paused = instance;
       await sleep(LEASE_MS + ACK_WAIT_MS + 1_000);
       proc.signal("SIGCONT");
       fenced = await waitFor(() => proc.logs().filter((l) => typeof l.msg === "string" && l.msg.startsWith("fenced out")).length || undefined, {
@@ -94,6 +116,7 @@ it(`ends ${CALLS} calls exactly once each with no duplicate effect while executo
   })();
 
   await Promise.all([submitting, killing, pausing]);
+  await watcher.close();
   const calls = await Promise.all(submitted);
   expect(calls).toHaveLength(CALLS);
   expect(kills).toHaveLength(KILLS);

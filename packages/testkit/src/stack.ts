@@ -497,6 +497,11 @@ export class Stack {
     }
   }
 
+  /** A NATS connection for the test to watch the stack's subjects with (the operator's identity); the test closes it. */
+  watchConnection(): ReturnType<typeof connect> {
+    return this.#connectAsOperator();
+  }
+
   /** A connection of the stack's own, with the operator's identity when the stack has identities. */
   #connectAsOperator(): ReturnType<typeof connect> {
     const seed = this.#natsSeeds.operator;
