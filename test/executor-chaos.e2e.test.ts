@@ -10,7 +10,6 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 const CALLS = 500;
 const RATE_PER_S = 50;
 const KILLS = 4;
-const LEASE_MS = 1_000 + 500; // chaos_write's timeout + EXECUTOR_LEASE_MARGIN_MS
 const ACK_WAIT_MS = 2_000;
 
 let stack: Stack;
@@ -76,14 +75,25 @@ it(`ends ${CALLS} calls exactly once each with no duplicate effect while executo
   })();
 
   // Pause executor-3 the moment it announces a call started (it then holds that call: the tool waits 20-320 ms
-  // before its effect), past its lease and ack wait, then resume it; again, while calls still come, until it was
-  // fenced out. Pausing at a random moment missed it when the executor happened to hold nothing.
+  // before its effect), keep it stopped until another executor has taken the call over and ended it, then resume
+  // it: its own completion is then fenced out. Again, while calls still come, until it was. Resuming after a fixed
+  // time missed when the call had not been taken over yet (its redelivery can first go to the paused executor's
+  // pending pull), and pausing at a random moment missed when the executor happened to hold nothing.
   let paused = "";
   let fenced = 0;
-  let pauseOnStart: ((executorId: unknown) => void) | undefined;
+  let pauseOnStart: ((callId: string, executorId: unknown) => void) | undefined;
+  let onCallEvent: ((callId: string, type: string) => void) | undefined;
   const watcher = await stack.watchConnection();
-  watcher.subscribe(`${stack.name}.call.*.started`, {
-    callback: (_error, msg) => pauseOnStart?.(msg.json<{ payload?: { executor_id?: unknown } }>().payload?.executor_id),
+  const callOf = (subject: string): [string, string] => {
+    const parts = subject.split(".");
+    return [parts[parts.length - 2]!, parts[parts.length - 1]!];
+  };
+  watcher.subscribe(`${stack.name}.call.*.*`, {
+    callback: (_error, msg) => {
+      const [callId, type] = callOf(msg.subject);
+      onCallEvent?.(callId, type);
+      if (type === "started") pauseOnStart?.(callId, msg.json<{ payload?: { executor_id?: unknown } }>().payload?.executor_id);
+    },
   });
   let allSubmitted = false;
   void submitting.then(() => (allSubmitted = true));
@@ -92,12 +102,18 @@ it(`ends ${CALLS} calls exactly once each with no duplicate effect while executo
     for (let round = 0; round < 3 && fenced === 0 && !allSubmitted; round++) {
       const proc = stack.process("executor-3");
       const instance = instanceOf(proc);
+      let held = "";
+      let endedElsewhere: Promise<void> | undefined;
       const caught = await Promise.race([
         new Promise<boolean>((resolve) => {
-          pauseOnStart = (executorId) => {
+          pauseOnStart = (callId, executorId) => {
             if (executorId !== instance) return;
             proc.signal("SIGSTOP");
             pauseOnStart = undefined;
+            held = callId;
+            endedElsewhere = new Promise<void>((ended) => {
+              onCallEvent = (id, type) => id === held && TERMINAL.has(type) && ended();
+            });
             resolve(true);
           };
         }),
@@ -106,10 +122,12 @@ it(`ends ${CALLS} calls exactly once each with no duplicate effect while executo
       pauseOnStart = undefined;
       if (!caught) break;
       paused = instance;
-      await sleep(LEASE_MS + ACK_WAIT_MS + 1_000);
+      // Bounded: should the takeover not come, the round ends unfenced and the next one tries again.
+      await Promise.race([endedElsewhere, sleep(30_000)]);
+      onCallEvent = undefined;
       proc.signal("SIGCONT");
       fenced = await waitFor(() => proc.logs().filter((l) => typeof l.msg === "string" && l.msg.startsWith("fenced out")).length || undefined, {
-        timeoutMs: 4_000,
+        timeoutMs: 10_000,
         description: "the resumed executor finding itself fenced out",
       }).catch(() => 0);
     }

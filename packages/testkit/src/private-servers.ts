@@ -1,7 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
@@ -63,9 +63,18 @@ abstract class PrivateServer {
     if (signal === "SIGKILL" || signal === "SIGTERM" || signal === "SIGINT") await exited;
   }
 
-  /** Stops the process (SIGSTOP): connections stay open and nothing answers. */
+  /**
+   * Stops the process (SIGSTOP): connections stay open and nothing answers. Returns once the kernel shows it stopped:
+   * a signal is delivered asynchronously, and a server still running for a moment can answer one more request.
+   */
   pause(): void {
-    if (this.#child?.kill("SIGSTOP")) this.#paused = true;
+    const child = this.#child;
+    if (!child?.kill("SIGSTOP")) return;
+    this.#paused = true;
+    const until = Date.now() + 2_000;
+    while (Date.now() < until && child.pid !== undefined && processState(child.pid) !== "T") {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
   }
 
   resume(): void {
@@ -424,4 +433,14 @@ function portOpen(port: number): Promise<boolean> {
     socket.once("error", () => done(false));
     socket.connect(port, "127.0.0.1", () => done(true));
   });
+}
+
+/** A process's state letter from `/proc/<pid>/stat` (`T` once stopped), or undefined once it is gone. */
+function processState(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  } catch {
+    return undefined;
+  }
 }
