@@ -10,12 +10,13 @@
  * `--baseline` also runs, in the same invocation and before each run, a bare JetStream pipeline with
  * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
  *
- * `--otlp-compare` runs each run twice, one right after the other: as usual and with every service exporting its
- * spans over OTLP/HTTP (protobuf, Toolgate's batch defaults) to a sink on loopback that answers every export and
- * counts it (every other pair in the opposite order), and prints the exporter's cost as the ratio of each pair's
- * sustained throughput, with the servers' CPU per call in each pair as a gauge of how much the machine moved. `--otlp-env` gives
- * the exporting half more `OTEL_*` settings (`OTEL_TRACES_SAMPLER=always_off,OTEL_BSP_SCHEDULE_DELAY=5000`), to
- * tell which part of that cost is what.
+ * `--otlp-compare` measures what exporting spans costs instead: it starts two stacks side by side, one with every
+ * service exporting its spans over OTLP/HTTP (protobuf, Toolgate's batch defaults) to a sink on loopback that
+ * answers every export and counts it, and loads them in turn, `--runs` pairs of `--duration` seconds each (every
+ * other pair the exporting one first). It prints each pair's ratio of sustained throughput, their median, and the
+ * servers' CPU per call in each pair as a gauge of how much the machine moved. `--otlp-env` gives the exporting
+ * stack more `OTEL_*` settings (`OTEL_TRACES_SAMPLER=always_off,OTEL_BSP_SCHEDULE_DELAY=5000`), to tell which
+ * part of that cost is what.
  *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
@@ -91,9 +92,11 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** The median; of an even count, the mean of the two middle values. */
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /**
@@ -269,7 +272,6 @@ function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
   return (command) => (command.includes(`.${stack}_tools.`) ? "tool" : "runtime");
 }
 
-/** Answers every OTLP export with 200 and counts them: the services' exporter costs what it would with a collector. */
 /** `--otlp-env`: comma-separated `OTEL_*=value` pairs; anything else is a usage error (exit 2). */
 function otlpEnv(list: string): Record<string, string> {
   const pairs = envPairs(list, "OTEL_");
@@ -278,6 +280,7 @@ function otlpEnv(list: string): Record<string, string> {
   process.exit(2);
 }
 
+/** Answers every OTLP export with 200 and counts them: the services' exporter costs what it would with a collector. */
 async function startOtlpSink(): Promise<{ url: string; requests: () => number; bytes: () => number; close: () => Promise<void> }> {
   let requests = 0;
   let bytes = 0;
@@ -299,40 +302,21 @@ async function startOtlpSink(): Promise<{ url: string; requests: () => number; b
   };
 }
 
-async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures> {
+async function oneRun(index: number): Promise<RunFigures> {
   const tool = args.tool;
   const sleepMs = Number(args["sleep-ms"]);
   const concurrency = Number(args.concurrency);
   let bare: BarePipelineResult | undefined;
-  if (args.baseline && otlpEndpoint === undefined) {
+  if (args.baseline) {
     bare = await runBarePipeline({ natsUrl: NATS_URL, concurrency, durationS: Number(args.duration), idleCalls: Number(args["idle-calls"]) });
     console.log(
       `run ${index + 1}: bare JetStream pipeline: ${bare.throughput.rate.toFixed(0)} calls/s at ${concurrency} in flight, idle p50 ${bare.idle.p50.toFixed(2)} ms p99 ${bare.idle.p99.toFixed(2)} ms`,
     );
   }
-  const stack = await Stack.start({
-    natsUrl: NATS_URL,
-    mongoUrl: MONGO_URL,
-    streamReplicas: STREAM_REPLICAS,
-    toolsets: ["bench"],
-    executors: Number(args.executors),
-    logLevel: "warn",
-    extraEnv: {
-      STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
-      ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
-    },
-  });
-  const mongo = await new MongoClient(MONGO_URL).connect();
-  const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
-  const clients = () => new Client(pool, stack.apiKeys.alice, tool, sleepMs, args["idempotency-keys"]);
-  const cpuGroups: Record<string, CpuGroup> = {
-    ...Object.fromEntries(stack.processes.map((p) => [p.name, { pids: [p.pid] }])),
-    ...SERVER_CPU_GROUPS,
-  };
+  const bench = await startBenchStack();
+  const { stack, mongo, clients, cpuGroups } = bench;
   try {
-    console.log(
-      `run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}${otlpEndpoint ? ", spans exported over OTLP" : ""}`,
-    );
+    console.log(`run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}`);
     await closedLoop(clients, 16, 2); // warm-up: JIT, connection pools, consumers
     // Each phase starts once the services (audit above all) have caught up with the previous one's events.
     await stack.quiesce();
@@ -409,12 +393,52 @@ async function oneRun(index: number, otlpEndpoint?: string): Promise<RunFigures>
       bare,
     };
   } finally {
-    await pool.close();
-    await stack.stop();
-    await mongo.db(`${stack.name}_runtime`).dropDatabase();
-    await mongo.db(`${stack.name}_tools`).dropDatabase();
-    await mongo.close();
+    await bench.close();
   }
+}
+
+/** A stack started for the benchmark, with the HTTP clients and process groups that drive and measure it. */
+interface BenchStack {
+  stack: Stack;
+  mongo: MongoClient;
+  clients: () => Client;
+  cpuGroups: Record<string, CpuGroup>;
+  /** Stops the stack and drops its databases. */
+  close(): Promise<void>;
+}
+
+/** Starts a stack for the benchmark; with `otlpEndpoint`, every service exports its spans there. */
+async function startBenchStack(otlpEndpoint?: string): Promise<BenchStack> {
+  const stack = await Stack.start({
+    natsUrl: NATS_URL,
+    mongoUrl: MONGO_URL,
+    streamReplicas: STREAM_REPLICAS,
+    toolsets: ["bench"],
+    executors: Number(args.executors),
+    logLevel: "warn",
+    extraEnv: {
+      STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
+      ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
+    },
+  });
+  const mongo = await new MongoClient(MONGO_URL).connect();
+  const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
+  return {
+    stack,
+    mongo,
+    clients: () => new Client(pool, stack.apiKeys.alice, args.tool, Number(args["sleep-ms"]), args["idempotency-keys"]),
+    cpuGroups: {
+      ...Object.fromEntries(stack.processes.map((p) => [p.name, { pids: [p.pid] }])),
+      ...SERVER_CPU_GROUPS,
+    },
+    async close() {
+      await pool.close();
+      await stack.stop();
+      await mongo.db(`${stack.name}_runtime`).dropDatabase();
+      await mongo.db(`${stack.name}_tools`).dropDatabase();
+      await mongo.close();
+    },
+  };
 }
 
 /** Counter names without the stack's random database prefix, so runs can be compared. */
@@ -577,46 +601,91 @@ function sumOf(record: Record<string, number>): number {
   return Object.values(record).reduce((s, v) => s + v, 0);
 }
 
-async function main(): Promise<void> {
-  const runs: RunFigures[] = [];
-  const exporting: RunFigures[] = [];
-  const sink = args["otlp-compare"] ? await startOtlpSink() : undefined;
-  for (let i = 0; i < Number(args.runs); i++) {
-    // Every other pair exports first: a machine that speeds up or slows down over the invocation, or a second run
-    // that finds something warmed by the first, then favours each half as often.
-    if (sink && i % 2 === 1) {
-      exporting.push(await oneRun(i, sink.url));
-      runs.push(await oneRun(i));
-    } else {
-      runs.push(await oneRun(i));
-      if (sink) exporting.push(await oneRun(i, sink.url));
+/** One half of an `--otlp-compare` pair: a stack's load for `--duration` seconds and its drain. */
+interface Half {
+  calls: number;
+  failed: number;
+  /** Sustained throughput: calls over the load and the time audit took to catch up after it. */
+  sustained: number;
+  /** CPU ms per call, per process group (the servers' counted in both halves). */
+  cpu: Record<string, number>;
+}
+
+async function loadHalf(bench: BenchStack): Promise<Half> {
+  const before = readCpu(bench.cpuGroups);
+  const loaded = await closedLoop(bench.clients, Number(args.concurrency), Number(args.duration));
+  const drainStarted = performance.now();
+  await bench.stack.quiesce();
+  const seconds = loaded.seconds + (performance.now() - drainStarted) / 1000;
+  return {
+    calls: loaded.calls,
+    failed: loaded.failed,
+    sustained: loaded.calls / seconds,
+    cpu: perCall(cpuSpent(before, readCpu(bench.cpuGroups)), loaded.calls),
+  };
+}
+
+/**
+ * `--otlp-compare`: two stacks run side by side, one exporting its spans to a loopback sink, and take turns under
+ * load, every other pair the exporting one first. Each stays up between its turns (warm, nothing restarted), and
+ * a pair's two halves are seconds apart, so a machine whose speed swings within minutes moves both alike.
+ */
+async function compareExporter(): Promise<void> {
+  const sink = await startOtlpSink();
+  const plain = await startBenchStack();
+  let exporting: BenchStack | undefined;
+  try {
+    exporting = await startBenchStack(sink.url);
+    for (const bench of [plain, exporting]) {
+      await closedLoop(bench.clients, 16, 2); // warm-up: JIT, connection pools, consumers
+      await bench.stack.quiesce();
     }
-  }
-  // With --otlp-compare, `exporting[i]` is the other half of `runs[i]`'s pair.
-  if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs, ...(sink ? { exporting } : {}) }, null, 2));
-  report(runs);
-  if (sink) {
-    const ratios = runs.map((r, i) => exporting[i]!.sustained / r.sustained);
-    // The servers do the same work per call in both halves: their CPU per call moves with the machine's speed (and
-    // with how crowded the two cores are).
-    const gauges = runs.map((r, i) => serverCpu(exporting[i]!.cpu) / serverCpu(r.cpu));
+    console.log(`${args.runs} pairs of ${args.duration} s at ${args.concurrency} in flight, without and with an OTLP exporter (${args.tool}):`);
+    const pairs: { without: Half; with: Half }[] = [];
+    for (let i = 0; i < Number(args.runs); i++) {
+      const exportingFirst = i % 2 === 1;
+      const first = await loadHalf(exportingFirst ? exporting : plain);
+      const second = await loadHalf(exportingFirst ? plain : exporting);
+      const pair = exportingFirst ? { without: second, with: first } : { without: first, with: second };
+      pairs.push(pair);
+      console.log(
+        `  pair ${i + 1}${exportingFirst ? " (exporting first)" : ""}: ${fmt(pair.without.sustained, 0)} → ${fmt(pair.with.sustained, 0)} calls/s = ` +
+          `${fmt(pair.with.sustained / pair.without.sustained)} ×; servers' CPU per call with ÷ without ${fmt(serverCpu(pair.with.cpu) / serverCpu(pair.without.cpu))}`,
+      );
+    }
+    const ratios = pairs.map((p) => p.with.sustained / p.without.sustained);
+    const failed = pairs.reduce((sum, p) => sum + p.without.failed + p.with.failed, 0);
+    let repeated = 0;
+    for (const bench of [plain, exporting]) {
+      for (const [name, stats] of Object.entries(await statsOf(bench.stack))) {
+        if (name.startsWith("executor")) repeated += stats.counters[`tool.${args.tool}.repeated_executions`] ?? 0;
+      }
+    }
+    const cpuOf = (half: "without" | "with", name: string) => fmt(median(pairs.map((p) => p[half].cpu[name] ?? 0)));
     console.log(
-      `\nwith an OTLP exporter (${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB): sustained ${fmt(median(exporting.map((r) => r.sustained)), 0)} calls/s, ` +
-        `idle p50 ${fmt(median(exporting.map((r) => r.idleP50)))} ms, CPU ${fmt(median(exporting.map((r) => stackCpu(r.cpu))))} ms per call; ` +
-        `throughput ratio ${fmt(median(ratios))} × (each pair side by side: ${ratios.map((r, i) => `${fmt(r)}${i % 2 === 1 ? " exporting first" : ""}`).join(", ")})`,
+      `\nexporter's cost: throughput ratio ${fmt(median(ratios))} × (median of ${pairs.length} pairs; ${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB)`,
     );
     console.log(
-      `  the servers' CPU per call (NATS, FerretDB, PostgreSQL: the same work in both halves), with ÷ without, each pair: ${gauges.map((g) => fmt(g)).join(", ")}` +
-        " (it moves when the machine's speed changes within a pair)",
+      `  CPU ms per call without → with (medians): stack ${fmt(median(pairs.map((p) => stackCpu(p.without.cpu))))} → ${fmt(median(pairs.map((p) => stackCpu(p.with.cpu))))}; ` +
+        Object.keys(pairs[0]!.without.cpu)
+          .map((name) => `${name} ${cpuOf("without", name)} → ${cpuOf("with", name)}`)
+          .join(", "),
     );
-    const cpuOf = (figures: RunFigures[], name: string) => fmt(median(figures.map((r) => r.cpu[name] ?? 0)));
-    console.log(
-      `  CPU ms per call without → with: ${Object.keys(runs[0]!.cpu)
-        .map((name) => `${name} ${cpuOf(runs, name)} → ${cpuOf(exporting, name)}`)
-        .join(", ")}`,
-    );
+    console.log(`  failed calls ${failed}, duplicate executions ${repeated}`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ args, pairs }, null, 2));
+  } finally {
+    await exporting?.close();
+    await plain.close();
     await sink.close();
   }
+}
+
+async function main(): Promise<void> {
+  if (args["otlp-compare"]) return compareExporter();
+  const runs: RunFigures[] = [];
+  for (let i = 0; i < Number(args.runs); i++) runs.push(await oneRun(i));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs }, null, 2));
+  report(runs);
 }
 
 main().catch((error: unknown) => {
