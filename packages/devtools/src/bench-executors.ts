@@ -21,6 +21,7 @@ import { Stack } from "@toolgate/testkit/stack";
 import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { commandLineOrExit } from "./command-line.js";
+import { stopOnInterrupt } from "./interrupts.js";
 import { busyShare, cpuSpent, readCpu, readMachineCpu, SERVER_CPU_GROUPS, type CpuGroup, type MachineCpu } from "./process-cpu.js";
 
 /** The benchmark's own process: its callers share the cores with the stack. */
@@ -140,6 +141,7 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
     // The executor's start-up line (info) names the contracts it serves.
     env: { executor: { EXECUTOR_SLOTS: String(slots), LOG_LEVEL: "info" } },
   });
+  const forget = stopOnInterrupt(stack);
   const mongo = await new MongoClient(MONGO_URL).connect();
   let driver: ExecutorDriver | undefined;
   try {
@@ -203,6 +205,7 @@ async function oneRun(executors: number, run: number): Promise<Measured> {
     return measured;
   } finally {
     await driver?.close();
+    forget();
     await stack.stop();
     await mongo.db(`${stack.name}_runtime`).dropDatabase();
     await mongo.db(`${stack.name}_tools`).dropDatabase();

@@ -9,6 +9,7 @@
 import { Stack } from "@toolgate/testkit/stack";
 import { MongoClient } from "mongodb";
 import { commandLineOrExit } from "./command-line.js";
+import { stopOnInterrupt } from "./interrupts.js";
 
 const USAGE = `usage: node packages/devtools/dist/bench-loop.js [--runs 5] [--warmup 2]
 The tool loop's added latency per model turn (see the README, "Performance").`;
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
     toolsets: ["research", "bench"],
     logLevel: "warn",
   });
+  const forget = stopOnInterrupt(stack);
   const mongo = await new MongoClient(MONGO_URL).connect();
   const perTurn: number[] = [];
   try {
@@ -47,6 +49,7 @@ async function main(): Promise<void> {
       console.log(`run ${i - Number(args.warmup) + 1}: ${ms.toFixed(0)} ms for ${TURNS} turns = ${(ms / TURNS).toFixed(1)} ms per turn`);
     }
   } finally {
+    forget();
     await stack.stop();
     await mongo.db(`${stack.name}_runtime`).dropDatabase();
     await mongo.db(`${stack.name}_tools`).dropDatabase();

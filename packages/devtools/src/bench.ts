@@ -35,6 +35,7 @@ import { commandLineOrExit, envPairs } from "./command-line.js";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
 import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
+import { stopOnInterrupt } from "./interrupts.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
@@ -421,6 +422,7 @@ async function startBenchStack(otlpEndpoint?: string): Promise<BenchStack> {
       ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
     },
   });
+  const forget = stopOnInterrupt(stack);
   const mongo = await new MongoClient(MONGO_URL).connect();
   const pool = new Pool(stack.orchestratorUrl, { connections: 1_024 });
   return {
@@ -432,6 +434,7 @@ async function startBenchStack(otlpEndpoint?: string): Promise<BenchStack> {
       ...SERVER_CPU_GROUPS,
     },
     async close() {
+      forget();
       await pool.close();
       await stack.stop();
       await mongo.db(`${stack.name}_runtime`).dropDatabase();

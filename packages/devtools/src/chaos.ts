@@ -31,6 +31,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { MongoClient, type Db } from "mongodb";
 import { commandLineOrExit } from "./command-line.js";
+import { stopOnInterrupt } from "./interrupts.js";
 
 const USAGE = `usage: node packages/devtools/dist/chaos.js [--cluster] [--scenarios all|<name>,…] [--short] [--rate 30]
        [--gate all|invariants] [--timeline] [--json <file>]
@@ -408,6 +409,7 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     // Each service with its own NATS identity, held to its subject permissions through every fault.
     natsSeeds: nats.seeds,
   });
+  const forget = stopOnInterrupt(stack);
   try {
     const load = new Load(stack, scenario.name);
     load.start();
@@ -541,6 +543,7 @@ async function runScenario<N extends PrivateNats | PrivateNatsCluster>(
     }
     return report;
   } finally {
+    forget();
     await stack.stop().catch(() => undefined);
   }
 }
@@ -645,6 +648,7 @@ async function runAll<N extends PrivateNats | PrivateNatsCluster>(
   const wanted = args.scenarios === "all" ? scenarios : scenarios.filter((s) => args.scenarios.split(",").includes(s.name));
   if (wanted.length === 0) throw new Error(`no such scenario${args.cluster ? " with --cluster" : ""}; known: ${scenarios.map((s) => s.name).join(", ")}`);
   const [nats, ferret] = await Promise.all([startNats(), PrivateFerretDb.start()]);
+  const forgetServers = [stopOnInterrupt(nats), stopOnInterrupt(ferret)];
   const mongo = await new MongoClient(ferret.url, { serverSelectionTimeoutMS: 30_000 }).connect();
   const reports: ScenarioReport[] = [];
   try {
@@ -656,6 +660,7 @@ async function runAll<N extends PrivateNats | PrivateNatsCluster>(
     }
   } finally {
     await mongo.close();
+    forgetServers.forEach((forget) => forget());
     await Promise.all([nats.stop(), ferret.stop()]);
   }
   return reports;

@@ -4,6 +4,7 @@
  * trace from the audit log (every event with call id, tool, status and duration).
  */
 import { Stack } from "@toolgate/testkit/stack";
+import { stopOnInterrupt } from "./interrupts.js";
 import type { ToolgateEvent } from "@toolgate/contracts";
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
@@ -78,6 +79,7 @@ async function main(): Promise<void> {
     // The timeout run needs a backend that is slow for one query; the search tool's contract allows 2 s.
     env: { executor: { EXECUTOR_FAULTS: JSON.stringify({ slowSearch: { pattern: "slow backend", delayMs: 5_000 } }) } },
   });
+  const forget = stopOnInterrupt(stack);
   let failed = false;
   try {
     for (const c of CASES) {
@@ -103,6 +105,7 @@ async function main(): Promise<void> {
       if (!verify.body.ok || run.status !== "completed") failed = true;
     }
   } finally {
+    forget();
     await stack.stop();
   }
   if (failed) {
