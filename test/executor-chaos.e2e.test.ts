@@ -25,6 +25,9 @@ beforeAll(async () => {
     executors: 3,
     logLevel: "warn",
     env: {
+      // The front door is not under test: on a crowded VM a submission can take longer than the default 2 s to
+      // land, and the test's client would take that 503 as a lost submission.
+      orchestrator: { ORCHESTRATOR_UNAVAILABLE_AFTER_MS: "10000" },
       executor: {
         EXECUTOR_ACK_WAIT_MS: String(ACK_WAIT_MS),
         EXECUTOR_LEASE_MARGIN_MS: "500",
