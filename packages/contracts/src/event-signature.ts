@@ -1,4 +1,4 @@
-import { createHash, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+import { createPrivateKey, createPublicKey, hash, type KeyObject } from "node:crypto";
 import { keyIdOf } from "./decision-signature.js";
 import { ed25519Signer, ed25519Verifier, type Ed25519Verifier } from "./ed25519.js";
 import { CALL_EVENT_OWNERS, REFUSAL_REPORTERS, RUN_EVENT_OWNERS } from "./event-owners.js";
@@ -42,7 +42,7 @@ export interface EventTrust {
 
 /** sha256 of a message's bytes. */
 export function messageDigest(data: Uint8Array): Buffer {
-  return createHash("sha256").update(data).digest();
+  return hash("sha256", data, "buffer");
 }
 
 /** The services whose signature an event of this kind and type is accepted under. */

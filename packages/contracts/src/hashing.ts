@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import canonicalize from "canonicalize";
 
 /**
@@ -25,7 +25,7 @@ export function canonicalHash(value: unknown): string {
 
 /** `sha256:<hex>` of a UTF-8 string. */
 export function sha256(text: string): string {
-  return `sha256:${createHash("sha256").update(text, "utf8").digest("hex")}`;
+  return `sha256:${hash("sha256", text)}`;
 }
 
 // `canonicalize` silently drops functions and symbols nested in objects and prints "undefined" for a function

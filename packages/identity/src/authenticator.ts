@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { PrincipalSchema, type Principal } from "@toolgate/contracts";
 import { createLocalJWKSet, createRemoteJWKSet, importSPKI, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { z } from "zod";
@@ -45,7 +45,7 @@ export type AuthFailure = "missing" | "malformed" | "unknown_key" | "invalid_tok
 
 export type AuthResult = { ok: true; principal: Principal; method: "api_key" | "jwt" } | { ok: false; reason: AuthFailure };
 
-const sha256Hex = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex");
+const sha256Hex = (text: string): string => hash("sha256", text);
 const tokenName = /^[A-Za-z0-9._:@-]{1,128}$/;
 
 type VerificationKey = Awaited<ReturnType<typeof importSPKI>>;

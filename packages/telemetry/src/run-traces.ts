@@ -1,9 +1,9 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { context, ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Context, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
 import { RandomIdGenerator, SamplingDecision, type IdGenerator, type Sampler } from "@opentelemetry/sdk-trace-base";
 import { stepContexts } from "./step-contexts.js";
 
-const hexOf = (seed: string): string => createHash("sha256").update(seed).digest("hex");
+const hexOf = (seed: string): string => hash("sha256", seed);
 
 /**
  * The trace id of a run: the first 16 bytes of sha256 over the run id. Every service derives it alone, with or
