@@ -20,21 +20,30 @@ afterAll(async () => {
   await database.dispose();
 });
 
-/** The collection, with every insertMany call's document ids recorded. */
-function observed(collection: Collection<Doc>): { collection: Collection<Doc>; batches: string[][] } {
+/** The collection, with the document ids of every insert command recorded, and which method sent it. */
+function observed(collection: Collection<Doc>): { collection: Collection<Doc>; batches: string[][]; methods: string[] } {
   const batches: string[][] = [];
+  const methods: string[] = [];
   const proxy = new Proxy(collection, {
     get(target, prop, receiver) {
       if (prop === "insertMany") {
         return (docs: Doc[], options: unknown) => {
           batches.push(docs.map((d) => d._id));
+          methods.push("insertMany");
           return target.insertMany(docs, options as never);
+        };
+      }
+      if (prop === "insertOne") {
+        return (doc: Doc, options: unknown) => {
+          batches.push([doc._id]);
+          methods.push("insertOne");
+          return target.insertOne(doc, options as never);
         };
       }
       return Reflect.get(target, prop, receiver) as unknown;
     },
   });
-  return { collection: proxy, batches };
+  return { collection: proxy, batches, methods };
 }
 
 /** Lets the event loop run one turn: inserts made before it are flushed by then. */
@@ -134,6 +143,21 @@ describe("InsertBatcher", () => {
     expect(stored).toEqual(outcomes[3].status === "fulfilled" ? ["good-1", "good-2", "good-3", "nul-value"] : ["good-1", "good-2", "good-3"]);
   });
 
+  it("sends a lone document with insertOne and tells its duplicate key from any other refusal", async () => {
+    const raw = db.collection<Doc>(uniqueName("batch_"));
+    const { collection, batches, methods } = observed(raw);
+    const batcher = new InsertBatcher(collection, { maxBatch: 100, maxInFlight: 1 });
+    expect(await batcher.insert({ _id: "one", n: 1 })).toBe("inserted");
+    expect(await batcher.insert({ _id: "one", n: 2 })).toBe("duplicate");
+    // FerretDB refuses a "$"-prefixed field name (code 2): not a duplicate, whatever the command.
+    await expect(batcher.insert({ _id: "bad", n: 3, $where: "1" })).rejects.toMatchObject({ name: "MongoServerError", code: 2 });
+    const [a, b] = await Promise.all([batcher.insert({ _id: "two", n: 4 }), batcher.insert({ _id: "three", n: 5 })]);
+    expect([a, b]).toEqual(["inserted", "inserted"]);
+    expect(batches).toEqual([["one"], ["one"], ["bad"], ["two", "three"]]);
+    expect(methods).toEqual(["insertOne", "insertOne", "insertOne", "insertMany"]);
+    expect(await raw.findOne({ _id: "one" })).toEqual({ _id: "one", n: 1 });
+  });
+
   it("splits a queue larger than maxBatch and keeps at most maxInFlight commands running", async () => {
     const raw = db.collection<Doc>(uniqueName("batch_"));
     let running = 0;
@@ -170,11 +194,11 @@ describe("InsertBatcher", () => {
     let calls = 0;
     const flaky = new Proxy(raw, {
       get(target, prop, receiver) {
-        if (prop === "insertMany") {
-          return async (docs: Doc[], options: unknown) => {
+        if (prop === "insertOne") {
+          return async (doc: Doc, options: unknown) => {
             calls += 1;
             if (calls === 1) throw new Error("connection reset");
-            return target.insertMany(docs, options as never);
+            return target.insertOne(doc, options as never);
           };
         }
         return Reflect.get(target, prop, receiver) as unknown;
