@@ -143,7 +143,7 @@ export class InsertBatcher<T extends Document> {
 
   /**
    * A lone document (every batch at rest) goes as `insertOne`: the same command on the wire, but the driver's
-   * bulk path costs ~20 % more of the client's CPU per command (418–451 against 487–588 µs per insert here).
+   * bulk path costs ~20 % more of the client's CPU per command (407–451 against 487–588 µs per insert here).
    */
   async #flushOne(queued: QueuedInsert<T>): Promise<void> {
     try {
