@@ -1,4 +1,4 @@
-import { newRunId, type CallId, type Principal, type ResultEnvelope } from "@toolgate/contracts";
+import { newRunId, type CallId, type Principal, type ResultEnvelope, type RunId } from "@toolgate/contracts";
 import type { RequestKeyRecord } from "@toolgate/storage";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { hasZodFastifySchemaValidationErrors, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
@@ -422,8 +422,11 @@ export async function orchestratorApi(deps: {
   const owns = (request: FastifyRequest, run: RunRecord | null): run is RunRecord =>
     run !== null && run.principal.tenant === request.principal!.tenant && run.principal.subject === request.principal!.subject;
 
-  const runView = async (run: RunRecord) => {
-    const [stored, results] = await Promise.all([deps.store.callsOf(run._id), deps.store.resultsOf(run._id)]);
+  /** A run's calls and their results, read side by side. */
+  const callsAndResults = (runId: RunId) => Promise.all([deps.store.callsOf(runId), deps.store.resultsOf(runId)]);
+
+  const runView = async (run: RunRecord, read: ReturnType<typeof callsAndResults> = callsAndResults(run._id)) => {
+    const [stored, results] = await read;
     const byCall = new Map(results.map((r) => [r._id, r]));
     // Calls this replica proposed whose records are written with their outcomes.
     const known = new Set(stored.map((c) => c._id));
@@ -859,11 +862,15 @@ export async function orchestratorApi(deps: {
       // A denial and a missing run look the same: existence is not revealed to other principals.
       if (!owns(request, run)) return apiError(reply, 404, "RUN_NOT_FOUND", "no such run");
       if (run.status === "running" && query.wait_ms > 0) {
+        // A look after the first one is prompted by the run's end (or the slow poll): its calls and results are
+        // read alongside the run, so that the answer does not wait for a round trip more.
+        let looks = 0;
         const ended = await deps.runWaiters.until(id, query.wait_ms, async () => {
-          const now = await deps.store.getRun(id);
-          return now && now.status !== "running" ? now : undefined;
+          const [now, read] = looks++ === 0 ? [await deps.store.getRun(id)] : await Promise.all([deps.store.getRun(id), callsAndResults(id)]);
+          return now && now.status !== "running" ? { run: now, read } : undefined;
         });
-        run = ended ?? (await deps.store.getRun(id)) ?? run;
+        if (ended) return runView(ended.run, ended.read && Promise.resolve(ended.read));
+        run = (await deps.store.getRun(id)) ?? run;
       }
       return runView(run);
     },

@@ -375,7 +375,11 @@ export class RunStore {
 
   /** The calls of a run, oldest first: a host's on their own, a managed run's in the answers of its turns. */
   async callsOf(runId: RunId): Promise<CallRecord[]> {
-    const [own, turns] = await Promise.all([this.calls.find({ run_id: runId }, UNSLOTTED).toArray(), this.turnsOf(runId)]);
+    // Only the calls of the run's answers: not its turn claims or end, nor the model's responses.
+    const [own, turns] = await Promise.all([
+      this.calls.find({ run_id: runId }, UNSLOTTED).toArray(),
+      this.steps.find<Pick<TurnRecord, "calls">>({ run_id: runId, kind: "answer" }, { projection: { _id: 0, calls: 1 } }).toArray(),
+    ]);
     const byId = new Map<CallId, CallRecord>();
     for (const call of [...turns.flatMap((t) => t.calls), ...own]) byId.set(call._id, call);
     return [...byId.values()].sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order);
