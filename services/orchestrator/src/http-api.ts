@@ -425,8 +425,9 @@ export async function orchestratorApi(deps: {
   /** A run's calls and their results, read side by side. */
   const callsAndResults = (runId: RunId) => Promise.all([deps.store.callsOf(runId), deps.store.resultsOf(runId)]);
 
-  const runView = async (run: RunRecord, read: ReturnType<typeof callsAndResults> = callsAndResults(run._id)) => {
-    const [stored, results] = await read;
+  /** The run as the API shows it; `read` is its calls and results when the caller read them already. */
+  const runView = async (run: RunRecord, read?: Awaited<ReturnType<typeof callsAndResults>>) => {
+    const [stored, results] = read ?? (await callsAndResults(run._id));
     const byCall = new Map(results.map((r) => [r._id, r]));
     // Calls this replica proposed whose records are written with their outcomes.
     const known = new Set(stored.map((c) => c._id));
@@ -869,7 +870,7 @@ export async function orchestratorApi(deps: {
           const [now, read] = looks++ === 0 ? [await deps.store.getRun(id)] : await Promise.all([deps.store.getRun(id), callsAndResults(id)]);
           return now && now.status !== "running" ? { run: now, read } : undefined;
         });
-        if (ended) return runView(ended.run, ended.read && Promise.resolve(ended.read));
+        if (ended) return runView(ended.run, ended.read);
         run = (await deps.store.getRun(id)) ?? run;
       }
       return runView(run);
