@@ -57,6 +57,12 @@ export interface ConsumerSpec {
    */
   verifySignatures?: boolean;
   /**
+   * Whether the handler publishes events (default true). With spans on, a message its step gives no span of its
+   * own is still handled in its publisher's trace context, so that what the handler publishes continues that
+   * trace; a consumer that publishes nothing (audit) says false and skips that work for such messages.
+   */
+  publishes?: boolean;
+  /**
    * The named step of a call its handler is (`policy_decision`, `execute_tool <tool>`, `attach_result`). With
    * spans on, each message it handles (of those `when` accepts) is handled in a span of that name carrying the
    * event's attributes: the consumer span itself, or the process span's child when every hop has its own spans.

@@ -411,6 +411,34 @@ describe("NatsEventBus", () => {
     });
   });
 
+  it("with spans, a consumer that publishes nothing handles only the messages its step opens a span for in a trace context", async () => {
+    await withSpans(async (exported, tracing) => {
+      const h = await harness({ traceSpans: true, runTraces: tracing.runs });
+      const seen = new Map<string, string | undefined>();
+      const step = { step: "audit", name: () => "record", when: (event: ToolgateEvent) => event.type === "started" };
+      const filters = [h.subjects.callEvents("proposed"), h.subjects.callEvents("started")];
+      await h.consume(spec({ name: "silent", filters, step, publishes: false }), async (event) => {
+        seen.set(event.type, trace.getSpanContext(context.active())?.spanId);
+        return ACK;
+      });
+      const proposed = proposedEvent("{}");
+      const callId = proposed.kind === "call" ? proposed.call_id : "";
+      await tracing.tracer.startActiveSpan("propose", async (span) => {
+        await h.bus.publish(proposed);
+        await h.bus.publish(startedEvent(callId, proposed.run_id));
+        span.end();
+      });
+      await waitFor(() => seen.size === 2, { description: "both messages handled" });
+      const record = await waitFor(() => exported.getFinishedSpans().find((s) => s.name === "record"), { description: "the step's span" });
+      expect(record.attributes["messaging.message.id"]).toBe(`${callId}:started:1`);
+      // The message its step opens no span for is handled outside any trace: nothing it publishes would need one.
+      expect([...seen]).toEqual([
+        ["proposed", undefined],
+        ["started", record.spanContext().spanId],
+      ]);
+    });
+  });
+
   it("with spans, steps of different calls handled at once each own what they publish after their awaits", async () => {
     await withSpans(async (exported, tracing) => {
       const h = await harness({ traceSpans: true, runTraces: tracing.runs });

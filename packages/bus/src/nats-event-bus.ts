@@ -689,7 +689,10 @@ export class NatsEventBus implements EventBus {
     const trust = spec.verifySignatures === false ? undefined : this.#options.trust;
     const problem = trust?.check(event, delivery.signature);
     if (problem) return this.#refuse(msg, spec, event, delivery, problem);
-    if (!this.#options.traceSpans) {
+    const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
+    // Without a span of its own, a message's trace context only matters to what its handler publishes.
+    const untraced = !step && !this.#options.traceHops && spec.publishes === false;
+    if (!this.#options.traceSpans || untraced) {
       this.#settle(msg, spec, event, delivery, received, await this.#outcome(handler, event, delivery, spec));
       return;
     }
@@ -697,7 +700,6 @@ export class NatsEventBus implements EventBus {
     const parent = trace.getSpan(extracted) || !this.#options.runTraces ? extracted : this.#options.runTraces.runContext(event.run_id);
     const key = eventStepKey(event);
     const handle = () => this.#outcome(handler, event, delivery, spec);
-    const step = spec.step && (spec.step.when?.(event) ?? true) ? spec.step : undefined;
     let outcome: HandlerOutcome;
     if (this.#options.traceHops) {
       const template = destinationTemplate(msg.subject, event);

@@ -36,6 +36,7 @@ await runService({
         maxDeliver: 100,
         // Audit acts on nothing: it keeps each event's signature and digest, and /verify checks them.
         verifySignatures: false,
+        publishes: false,
         // One span per call and per run in their traces, for the event that closes the trail, not one per event.
         step: { step: "audit", name: () => "audit_record", when: closesTrail },
       },
