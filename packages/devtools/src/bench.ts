@@ -33,7 +33,7 @@ import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { commandLineOrExit, envPairs } from "./command-line.js";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
-import { criticalPath, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
+import { criticalPath, slowest, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
 import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
 import { stopOnInterrupt } from "./interrupts.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
@@ -191,6 +191,7 @@ async function openLoop(clients: () => Client, rate: number, seconds: number): P
       client.call().then((r) => {
         idle.push(client);
         result.latencies.push(r.ms);
+        if (r.call) result.timed.push(r.call);
         if (!r.ok) result.failed++;
       }),
     );
@@ -250,6 +251,8 @@ interface RunFigures {
   /** The same, per call of the idle phase (nothing batches there). */
   idleCounters: Record<string, Record<string, number>>;
   path: PathSummary | undefined;
+  /** Where a paced call's time went: every call's medians, and those of the slowest 1 % (its p99 tail). */
+  pacedPath: { every: PathSummary; tail: PathSummary } | undefined;
   tables: TableStats[] | undefined;
   bare: BarePipelineResult | undefined;
 }
@@ -332,13 +335,7 @@ async function oneRun(index: number): Promise<RunFigures> {
     await stack.quiesce();
     const idleCpu = perCall({ ...cpuSpent(idleCpuBefore, readCpu(cpuGroups)), [CLIENT_CPU]: idleClient }, idlePhase.calls);
     const traced = await statsOf(stack);
-    const executorTrace = Object.entries(traced)
-      .filter(([name]) => name.startsWith("executor"))
-      .flatMap(([, s]) => s.trace);
-    const paths = idlePhase.timed
-      .map((call) => criticalPath(call, { orchestrator: traced.orchestrator?.trace ?? [], policy: traced.policy?.trace ?? [], executor: executorTrace }))
-      .filter((p): p is Step[] => p !== undefined);
-    const path = summarizePaths(paths, commandOwner(stack.name));
+    const path = summarizePaths(pathsOf(idlePhase.timed, traced), commandOwner(stack.name));
     const idleCounters = countersPerCall(beforeIdle, traced, idlePhase.calls);
 
     const cpuBefore = readCpu(cpuGroups);
@@ -358,7 +355,8 @@ async function oneRun(index: number): Promise<RunFigures> {
     const counters = countersPerCall(traced, afterLoad, loaded.calls);
 
     const rate = args.rate === "auto" ? Math.max(1, Math.round(saturated.rate / 2)) : Number(args.rate);
-    const paced = summarize(`paced at ${rate} calls/s`, await openLoop(clients, rate, Math.min(10, Number(args.duration))));
+    const pacedPhase = await openLoop(clients, rate, Math.min(10, Number(args.duration)));
+    const paced = summarize(`paced at ${rate} calls/s`, pacedPhase);
     await stack.quiesce();
     // PostgreSQL publishes a backend's table counters at most once a second.
     await new Promise((resolve) => setTimeout(resolve, 1_200));
@@ -367,6 +365,9 @@ async function oneRun(index: number): Promise<RunFigures> {
     const effects = await duplicateEffects(mongo.db(`${stack.name}_tools`));
     // bench_noop writes nothing: each executor counts its executions per key in memory.
     const final = await statsOf(stack);
+    const pacedPaths = pathsOf(pacedPhase.timed, final);
+    const pacedEvery = summarizePaths(pacedPaths, commandOwner(stack.name));
+    const pacedTail = summarizePaths(slowest(pacedPaths, 0.01), commandOwner(stack.name));
     const executorCounters = Object.entries(final).filter(([name]) => name.startsWith("executor"));
     const count = (name: string) => executorCounters.reduce((sum, [, s]) => sum + (s.counters[name] ?? 0), 0);
     const executions = count(`tool.${tool}.executions`);
@@ -390,6 +391,7 @@ async function oneRun(index: number): Promise<RunFigures> {
       counters: renameDatabases(counters, stack.name),
       idleCounters: renameDatabases(idleCounters, stack.name),
       path: path && renamePath(path, stack.name),
+      pacedPath: pacedEvery && pacedTail ? { every: renamePath(pacedEvery, stack.name), tail: renamePath(pacedTail, stack.name) } : undefined,
       tables: tables?.map((t) => ({ ...t, collection: t.collection.replace(`${stack.name}_`, "") })),
       bare,
     };
@@ -451,6 +453,15 @@ function renameDatabases(counters: Record<string, Record<string, number>>, stack
   );
 }
 
+/** The critical paths of `calls`, rebuilt from the services' traces in `stats` (calls a trace misses are left out). */
+function pathsOf(calls: readonly ClientCall[], stats: Record<string, ServiceStats>): Step[][] {
+  const executor = Object.entries(stats)
+    .filter(([name]) => name.startsWith("executor"))
+    .flatMap(([, s]) => s.trace);
+  const traces = { orchestrator: stats.orchestrator?.trace ?? [], policy: stats.policy?.trace ?? [], executor };
+  return calls.map((call) => criticalPath(call, traces)).filter((p): p is Step[] => p !== undefined);
+}
+
 function renamePath(path: PathSummary, stack: string): PathSummary {
   const bare = (name: string): string => name.replaceAll(`${stack}_`, "");
   return {
@@ -508,6 +519,19 @@ function report(runs: RunFigures[]): void {
     const seqMax = Math.max(...runs.map((r) => r.path?.sequential.runtime.max ?? Number.NaN));
     const tool = median(runs.map((r) => r.path?.sequential.tool.median ?? Number.NaN));
     console.log(`  sequential database round trips on the critical path: ${seq} (worst ${seqMax}); the tool's own: ${tool}`);
+  }
+  const pacedRun = runs.find((r) => r.pacedPath !== undefined);
+  if (pacedRun?.pacedPath) {
+    // Under a steady load the same steps wait for CPU (seven processes on the cores) and for the batch ahead of
+    // theirs (one insert command in flight per collection): what the paced p50 and p99 are made of.
+    const { every, tail } = pacedRun.pacedPath;
+    console.log(`\nwhere a call's time goes under a steady load (paced at ${pacedRun.rate} calls/s, one run; µs, medians per step, of which in the database):`);
+    console.log(`  ${"".padEnd(36)} ${`every call (${every.calls})`.padStart(22)} ${`slowest 1 % (${tail.calls})`.padStart(22)}`);
+    every.steps.forEach((step, i) => {
+      const cell = (s: PathSummary["steps"][number] | undefined) =>
+        s === undefined ? "" : `${fmt(s.medianUs, 0)}${s.sequential > 0 ? ` (${fmt(s.databaseUs, 0)})` : ""}`;
+      console.log(`  ${step.name.padEnd(36)} ${cell(step).padStart(22)} ${cell(tail.steps[i]).padStart(22)}`);
+    });
   }
 
   const cpu = medianOf(runs.map((r) => r.cpu));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { busyTime, criticalPath, roundTrips, segmentsOf, summarizePaths } from "./critical-path.js";
+import { busyTime, criticalPath, roundTrips, segmentsOf, slowest, summarizePaths, type Step } from "./critical-path.js";
 
 describe("roundTrips", () => {
   it("counts overlapping commands once and back-to-back ones each", () => {
@@ -110,5 +110,18 @@ describe("criticalPath", () => {
 
   it("gives up on a call whose spans are missing", () => {
     expect(criticalPath({ callId: "call_Y", startUs: 0, endUs: 1 }, traces)).toBeUndefined();
+  });
+});
+
+describe("slowest", () => {
+  const path = (...durations: number[]): Step[] => durations.map((durationUs, i) => ({ name: `step ${i}`, startUs: 0, durationUs, commands: [] }));
+
+  it("keeps the calls whose whole path took longest, not those with the longest single step", () => {
+    const paths = [path(10, 10), path(1, 30), path(20, 5), path(15, 15), path(2, 2)];
+    expect(slowest(paths, 0.4)).toEqual([path(1, 30), path(15, 15)]);
+  });
+
+  it("keeps at least one call", () => {
+    expect(slowest([path(1), path(3), path(2)], 0.01)).toEqual([path(3)]);
   });
 });

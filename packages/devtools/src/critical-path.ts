@@ -157,3 +157,13 @@ export function summarizePaths(paths: readonly Step[][], owner: CommandOwner): P
   };
   return { calls: paths.length, steps, sequential: { runtime: perCall("runtime"), tool: perCall("tool") } };
 }
+
+/**
+ * The slowest `fraction` of `paths` (at least one), by their whole duration from request to answer: the calls
+ * a tail percentile is made of, to say which steps make them slow.
+ */
+export function slowest(paths: readonly Step[][], fraction: number): Step[][] {
+  const total = (path: readonly Step[]): number => path.reduce((sum, s) => sum + s.durationUs, 0);
+  const count = Math.max(1, Math.ceil(paths.length * fraction));
+  return [...paths].sort((a, b) => total(b) - total(a)).slice(0, count);
+}
