@@ -270,6 +270,25 @@ describe("MCP front door", () => {
     expect(events.filter((e) => e.type === "started")).toHaveLength(1);
   });
 
+  it("answers a retry that joins a call waiting for a human at once, also before the orchestrator has recorded the wait", async () => {
+    const c = await connect({ "toolgate-task-id": "task_mcp_early_retry" });
+    await readForTask(c);
+    const save = { name: "save_evidence", arguments: { task_id: "task_mcp_early_retry", claim: "Asked again at once.", source_url: DOC } };
+    const first = await c.callTool(save);
+    const callId = callIdOf(first);
+    const approvalId = (envelopeOf(first) as { error: { details: { approval_id: string } } }).error.details.approval_id;
+    // A retry can outrun the orchestrator's record of the wait (it consumes the request from the stream, behind
+    // whatever else it has to do): that record is taken away here, once it has been written, to stand for one not
+    // written yet. The retry's watch starts after the request went by, so only the stream still says it.
+    const waits = mongo.db(`${stack.name}_runtime`).collection<{ _id: string }>("approval_waits");
+    await waitFor(async () => (await waits.findOne({ _id: callId })) ?? undefined, { description: `the wait of ${callId} recorded` });
+    await waits.deleteOne({ _id: callId });
+    // Bounded well below the front door's own wait for the call (60 s), which an unanswered retry would sit out.
+    const again = await c.callTool(save, undefined, { timeout: 10_000 });
+    expect(callIdOf(again)).toBe(callId);
+    expect(envelopeOf(again)).toMatchObject({ ok: false, call_id: callId, error: { code: "APPROVAL_REQUIRED", details: { approval_id: approvalId } } });
+  });
+
   it("sends a client that supports URL elicitation to the approval page of exactly that call", async () => {
     const c = await connect({ "toolgate-task-id": "task_mcp_url" }, { elicitation: { url: {} } });
     await readForTask(c);

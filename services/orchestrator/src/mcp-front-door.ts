@@ -450,9 +450,20 @@ export class McpFrontDoor {
     return first;
   }
 
+  /**
+   * The approval `callId` asked for, if it did: the wait the orchestrator recorded, or else the request in the
+   * stream. A wait is recorded when a replica consumes the request, which can be after a client that was told
+   * APPROVAL_REQUIRED calls again to join the call; its watch started after the request went by, so without the
+   * stream it would wait for the whole call instead of answering at once.
+   */
   async #storedApproval(callId: CallId): Promise<ApprovalWaitView | undefined> {
     const wait = await this.#deps.store.approvalWaits.findOne({ _id: callId });
-    return wait ? { approval_id: wait.approval_id, expires_at: wait.expires_at.toISOString() } : undefined;
+    if (wait) return { approval_id: wait.approval_id, expires_at: wait.expires_at.toISOString() };
+    // Unreadable stream: the watch and the call's end still answer.
+    const requested = await this.#deps.bus.lastEvent("call", callId, "approval_requested").catch(() => undefined);
+    return requested?.kind === "call" && requested.type === "approval_requested"
+      ? { approval_id: requested.payload.approval_id, expires_at: requested.payload.expires_at }
+      : undefined;
   }
 
   /** What the call's state is now: ended, waiting for a human, or running. */
