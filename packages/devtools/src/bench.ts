@@ -39,7 +39,7 @@ import { stopOnInterrupt } from "./interrupts.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
-       [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--baseline] [--otlp-compare]
+       [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--warmup 5000] [--baseline] [--otlp-compare]
        [--otlp-env OTEL_X=v,…] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
 Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
 
@@ -52,6 +52,8 @@ const args = commandLineOrExit("bench", USAGE, {
   tool: { type: "string", default: "bench_noop" },
   "sleep-ms": { type: "string", default: "20" },
   "idle-calls": { type: "string", default: "300" },
+  /** Calls each stack serves before anything is measured (see {@link warmUp}). */
+  warmup: { type: "string", default: "5000" },
   baseline: { type: "boolean", default: false },
   "otlp-compare": { type: "boolean", default: false },
   "otlp-env": { type: "string", default: "" },
@@ -202,6 +204,24 @@ async function openLoop(clients: () => Client, rate: number, seconds: number): P
   return result;
 }
 
+/**
+ * Serves `--warmup` calls at the load's concurrency, then a hundred one at a time, before anything is measured, so
+ * that what is measured is the stack's steady state. V8 compiles a function's optimized code only after it has run
+ * many times, in background threads that share the two cores; after the warm-up this benchmark used until
+ * 2026-12-05 (2 s at 16 in flight, ~600 calls) a stack still spent ~40 % more CPU per idle call and answered idle
+ * calls ~40 % later than after 5,000 (README, "Performance"). The calls one at a time take the paths only idle
+ * calls take (a lone document goes as `insertOne`). The bare pipeline warms up alike: 1 s at 64 in flight.
+ */
+async function warmUp(clients: () => Client): Promise<void> {
+  const calls = Number(args.warmup);
+  const loaded = await closedLoop(clients, Number(args.concurrency), 600, calls);
+  const alone = await closedLoop(clients, 1, 60, Math.min(100, calls));
+  console.log(
+    `  warm-up                            calls=${String(loaded.calls).padStart(6)} failed=${loaded.failed + alone.failed} ` +
+      `(${args.concurrency} in flight, ${fmt(loaded.seconds, 1)} s; then ${alone.calls} one at a time)`,
+  );
+}
+
 function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p99: number } {
   const sorted = [...r.latencies].sort((a, b) => a - b);
   const out = { rate: r.calls / r.seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
@@ -321,7 +341,7 @@ async function oneRun(index: number): Promise<RunFigures> {
   const { stack, mongo, clients, cpuGroups } = bench;
   try {
     console.log(`run ${index + 1}: ${args.executors} executor(s), tool ${tool}${tool === "bench_sleep" ? ` (${sleepMs} ms)` : ""}`);
-    await closedLoop(clients, 16, 2); // warm-up: JIT, connection pools, consumers
+    await warmUp(clients);
     // Each phase starts once the services (audit above all) have caught up with the previous one's events.
     await stack.quiesce();
     const tablesBefore = await readTableStats(PG_URL, stack.name);
@@ -664,7 +684,7 @@ async function compareExporter(): Promise<void> {
   try {
     exporting = await startBenchStack(sink.url);
     for (const bench of [plain, exporting]) {
-      await closedLoop(bench.clients, 16, 2); // warm-up: JIT, connection pools, consumers
+      await warmUp(bench.clients);
       await bench.stack.quiesce();
     }
     console.log(`${args.runs} pairs of ${args.duration} s at ${args.concurrency} in flight, without and with an OTLP exporter (${args.tool}):`);
