@@ -204,6 +204,13 @@ FERRETDB_POOL=560
 # plans see the field name and use the `_id` index (see infra/ferretdb/gin-indexes.sql). The test stacks'
 # private FerretDB servers (packages/testkit/src/private-servers.ts) connect with the same setting.
 FERRETDB_PG_OPTIONS="pool_max_conns=$FERRETDB_POOL&plan_cache_mode=force_custom_plan"
+# One OS thread runs FerretDB's Go code (GOMAXPROCS=1). With two, on this two-core VM, goroutines were handed
+# between threads on every request, and each hand-off is a wake-up on the other core: three alternating pairs of
+# `bench.js --runs 1` gave FerretDB 3.3–3.75 against 4.95–5.2 ms of CPU per idle call (0.55–0.65 against
+# 0.69–0.76 under load) and idle p50 14.9–16.4 against 18.4–19.0 ms. At full load it used a quarter of its one
+# core (0.55–0.65 ms of CPU per call at 360–390 calls/s). The private servers of the tests
+# (packages/testkit/src/private-servers.ts) run with the same setting.
+FERRETDB_GOMAXPROCS="${TOOLGATE_FERRETDB_GOMAXPROCS:-1}"
 
 ensure_postgres_connections() {
   local current
@@ -238,7 +245,7 @@ ensure_ferretdb() {
   ensure_ferretdb_database
   log "starting FerretDB on 127.0.0.1:$MONGO_PORT"
   mkdir -p "$STATE/ferretdb"
-  nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?$FERRETDB_PG_OPTIONS" \
+  GOMAXPROCS="$FERRETDB_GOMAXPROCS" nohup "$BIN/ferretdb" --handler=postgresql --postgresql-url="$PG_URL?$FERRETDB_PG_OPTIONS" \
     --listen-addr="127.0.0.1:$MONGO_PORT" --telemetry=disable --state-dir="$STATE/ferretdb" \
     --debug-addr=- --log-level=warn >"$STATE/ferretdb.log" 2>&1 &
   echo $! >"$STATE/ferretdb.pid"

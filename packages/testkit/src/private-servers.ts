@@ -373,7 +373,8 @@ export class PrivateFerretDb extends PrivateServer {
         "--debug-addr=-",
         "--log-level=warn",
       ],
-      { stdio: ["ignore", "pipe", "pipe"] },
+      // One OS thread for its Go code, as infra/dev.sh's server (see FERRETDB_GOMAXPROCS there).
+      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, GOMAXPROCS: process.env.TOOLGATE_FERRETDB_GOMAXPROCS ?? "1" } },
     );
   }
 
