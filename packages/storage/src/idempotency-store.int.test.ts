@@ -122,6 +122,27 @@ describe("MongoIdempotencyStore", () => {
     expect(await store.claim({ ...request(key, "executor-b", hashB) })).toEqual({ kind: "conflict", storedArgsHash: hashA });
   });
 
+  it("claims a key already done in one write: every later claim replays it, and it never lands on a used key", async () => {
+    const { store, collection } = storeWithClock();
+    const steps = db.collection(`${collection}_steps`);
+    const key = uniqueName("key_");
+    const req = request(key, "executor-a");
+    const result: ResultEnvelope = success(req.callId, { "a.b": 1, $ref: "#/x" });
+    expect(await store.claimDone(req, result)).toBe(true);
+    expect(await steps.countDocuments({})).toBe(0);
+    expect(await store.claim({ ...req, owner: "executor-b" })).toEqual({ kind: "replay", result, attempt: 1 });
+    expect(await store.claim({ ...request(key, "executor-b", hashB) })).toEqual({ kind: "conflict", storedArgsHash: hashA });
+    // A second answer for the same key (a redelivery that ran too) is not stored: the first stands.
+    expect(await store.claimDone({ ...req, owner: "executor-b" }, success(req.callId, "second"))).toBe(false);
+    expect(await store.claim(req)).toEqual({ kind: "replay", result, attempt: 1 });
+
+    // Nor does it take a key another attempt holds, or has completed.
+    const held = uniqueName("key_");
+    expect(await store.claim(request(held, "executor-a"))).toMatchObject({ kind: "claimed" });
+    expect(await store.claimDone(request(held, "executor-b"), success(req.callId, "late"))).toBe(false);
+    expect(await store.claim(request(held, "executor-b"))).toMatchObject({ kind: "busy", owner: "executor-a" });
+  });
+
   it("lets exactly one of 8 concurrent claims of one key win", async () => {
     const { store } = storeWithClock();
     const key = uniqueName("key_");
@@ -271,6 +292,18 @@ describe("MongoIdempotencyStore", () => {
     expect(await store.purgeCompleted(new Date(t0 + 60_000))).toBe(0);
     // A purged key is free again.
     expect(await store.claim(request("old-1", "executor-b"))).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: clock.now });
+  });
+
+  it("purgeCompleted deletes keys claimed already done before the cutoff too", async () => {
+    const { store, clock, records } = storeWithClock();
+    const t0 = clock.now;
+    const req = request("read-old", "executor-a");
+    expect(await store.claimDone(req, success(req.callId, 1))).toBe(true);
+    clock.now = t0 + 120_000;
+    expect(await store.claimDone(request("read-recent", "executor-a"), success(req.callId, 2))).toBe(true);
+    expect(await store.purgeCompleted(new Date(t0 + 60_000))).toBe(1);
+    expect((await records.find({}, { projection: { _id: 1 } }).toArray()).map((r) => r._id)).toEqual(["read-recent"]);
+    expect(await store.claim(request("read-old", "executor-b"))).toEqual({ kind: "claimed", attempt: 1, firstClaimAt: clock.now });
   });
   it("schedules a retry: nobody starts the next attempt before notBefore, then exactly one of 8 does", async () => {
     const { store, clock, collection } = storeWithClock();

@@ -56,6 +56,11 @@ export interface IdempotencyStore {
   /** Stores the result; false when this owner/attempt was fenced out and must publish nothing. */
   complete(key: string, owner: string, attempt: number, result: ResultEnvelope): Promise<boolean>;
   /**
+   * Claims a new key and completes its attempt 1 with `result` in one write: for a tool without side effects that
+   * ran before its key was claimed. False when the key exists (claim it to learn why) and nothing was written.
+   */
+  claimDone(request: ClaimRequest, result: ResultEnvelope): Promise<boolean>;
+  /**
    * Ends `attempt` with a retryable failure that had no effect: attempt + 1 may be claimed from `notBefore` on
    * (by any executor). False when this owner/attempt was fenced out and must neither retry nor publish.
    */
@@ -78,6 +83,11 @@ export interface IdempotencyRecord {
   run_id: string;
   tool: ToolRef;
   created_at: Date;
+  /**
+   * Attempt 1's result as JSON text, when the key was claimed already done ({@link IdempotencyStore.claimDone}):
+   * no step of its generation ever follows.
+   */
+  result_json?: string;
 }
 
 /**
@@ -278,6 +288,24 @@ export class MongoIdempotencyStore implements IdempotencyStore {
     return this.#end(key, owner, attempt, result, "done");
   }
 
+  async claimDone(request: ClaimRequest, result: ResultEnvelope): Promise<boolean> {
+    const now = new Date(this.#now());
+    const inserted = await this.#inserts.insert({
+      _id: request.key,
+      gen: randomBytes(12).toString("hex"),
+      args_hash: request.argsHash,
+      owner: request.owner,
+      // Nothing runs under this record: its lease is over as it is written.
+      lease_until: now,
+      call_id: request.callId,
+      run_id: request.runId,
+      tool: request.tool,
+      created_at: now,
+      result_json: JSON.stringify(result),
+    });
+    return inserted === "inserted";
+  }
+
   async scheduleRetry(key: string, owner: string, attempt: number, result: ResultEnvelope, notBefore: Date): Promise<boolean> {
     return this.#end(key, owner, attempt, result, "retry", notBefore);
   }
@@ -311,6 +339,9 @@ export class MongoIdempotencyStore implements IdempotencyStore {
     if (before.getTime() > this.#now() - this.#minRetentionMs) throw new RangeError(`completed keys are kept at least ${this.#minRetentionMs} ms`);
     const done = await this.#steps.find({ kind: "done", at: { $lt: before } }, { projection: { key: 1, gen: 1 } }).toArray();
     let purged = 0;
+    // Keys claimed already done have no steps.
+    const claimedDone = await this.#keys.find({ result_json: { $exists: true }, created_at: { $lt: before } }, { projection: { gen: 1 } }).toArray();
+    for (const key of claimedDone) purged += (await this.#keys.deleteOne({ _id: key._id, gen: key.gen })).deletedCount;
     for (const step of done) {
       // The key first: a claim after this starts a new generation and never sees the old steps.
       purged += (await this.#keys.deleteOne({ _id: step.key, gen: step.gen })).deletedCount;
@@ -321,6 +352,7 @@ export class MongoIdempotencyStore implements IdempotencyStore {
 
   /** Where the key stands: the last step of its generation decides. */
   async #state(key: IdempotencyRecord): Promise<KeyState> {
+    if (key.result_json !== undefined) return { kind: "done", attempt: 1, result: JSON.parse(key.result_json) as ResultEnvelope };
     let abandoned = 0;
     const retried: RetriedAttempt[] = [];
     let state: KeyState = { kind: "in_flight", attempt: 1, owner: key.owner, leaseUntil: key.lease_until.getTime(), abandoned, retried };

@@ -10,6 +10,7 @@ import {
   nextCallEvent,
   type CallEventOf,
   type JsonValue,
+  success,
   type ResultEnvelope,
   type ToolgateEvent,
 } from "@toolgate/contracts";
@@ -97,10 +98,19 @@ class ScriptedStore implements IdempotencyStore {
   readonly claims: ClaimRequest[] = [];
   readonly completed: { attempt: number; result: ResultEnvelope }[] = [];
   readonly retries: { attempt: number; notBefore: Date }[] = [];
+  /** Keys claimed already done (a read that ran before its claim). */
+  readonly claimedDone: { request: ClaimRequest; result: ResultEnvelope }[] = [];
   constructor(
     private readonly answers: ClaimOutcome[],
     private readonly fenced = false,
+    /** Whether every key exists already, so that none can be claimed done. */
+    private readonly keysTaken = false,
   ) {}
+  async claimDone(request: ClaimRequest, result: ResultEnvelope): Promise<boolean> {
+    if (this.keysTaken) return false;
+    this.claimedDone.push({ request, result });
+    return true;
+  }
   async claim(request: ClaimRequest): Promise<ClaimOutcome> {
     this.claims.push(request);
     return this.answers.shift() ?? { kind: "busy", retryAfterMs: 10, owner: "other" };
@@ -380,6 +390,58 @@ describe("the record of an attempt", () => {
     );
     expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
     expect(h.runs()).toBe(1);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+  });
+
+  it("runs a read before claiming its key, then claims it already done: one write, started then completed", async () => {
+    const store = new ScriptedStore([]);
+    const h = harness(store, ok);
+    const event = authorized({ title: "disk full" }, undefined, read_);
+    expect(await h.handler(event, delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(1);
+    expect(store.claims).toEqual([]);
+    expect(store.completed).toEqual([]);
+    expect(store.claimedDone).toEqual([
+      {
+        request: expect.objectContaining({ key: `ticket_status:${event.run_id}:${event.call_id}`, owner: "executor-a" }),
+        result: expect.objectContaining({ ok: true, data: { id: "T-1" } }),
+      },
+    ]);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+    expect(h.published[1]).toMatchObject({ payload: { result: { ok: true, data: { id: "T-1" }, call_id: event.call_id } } });
+  });
+
+  it("gives the stored answer, not its own, when a read's key was taken while it ran", async () => {
+    const first = success(newCallId(), { id: "T-0" });
+    const store = new ScriptedStore([{ kind: "replay", result: first, attempt: 1 }], false, true);
+    const h = harness(store, ok);
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(1);
+    expect(store.claims).toHaveLength(1);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+    expect(h.published[1]).toMatchObject({ payload: { result: { ok: true, data: { id: "T-0" }, replayed: true } } });
+  });
+
+  it("claims a read's key first on a redelivery: a stored answer is replayed and nothing runs", async () => {
+    const store = new ScriptedStore([{ kind: "replay", result: success(newCallId(), { id: "T-0" }), attempt: 1 }]);
+    const h = harness(store, ok);
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery(2))).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(0);
+    expect(store.claimedDone).toEqual([]);
+    expect(h.types()).toEqual(["completed:1"]);
+  });
+
+  it("claims a read that failed retryably before deciding on a retry, and does not run it again for the claim", async () => {
+    // The read's contract allows no retry: the claimed attempt completes with the failure it already had.
+    const store = new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }]);
+    const h = harness(store, () => ({ ok: false, code: "UPSTREAM_UNAVAILABLE", message: "down", retryable: true }));
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(h.runs()).toBe(1);
+    expect(store.claimedDone).toEqual([]);
+    expect(store.claims).toHaveLength(1);
+    expect(store.completed).toEqual([
+      { attempt: 1, result: expect.objectContaining({ ok: false, error: expect.objectContaining({ code: "UPSTREAM_UNAVAILABLE" }) }) },
+    ]);
     expect(h.types()).toEqual(["started:1", "completed:1"]);
   });
 

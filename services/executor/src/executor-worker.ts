@@ -17,12 +17,12 @@ import type { ClaimOutcome, IdempotencyStore } from "@toolgate/storage";
 import type { Logger } from "@toolgate/telemetry";
 import type { Collection } from "mongodb";
 import { keyDigest, keyFacts } from "./idempotency-key.js";
-import { judgeRun, type Evidence } from "./judge-run.js";
+import { judgeRun, type Evidence, type Judgement } from "./judge-run.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { ExecutorMetrics } from "./metrics.js";
 import type { OperationTracker } from "./operations.js";
 import { decideRetry, retryAfterOf } from "./retry-policy.js";
-import type { Downstream } from "./run-tool.js";
+import type { Downstream, ToolRun } from "./run-tool.js";
 import type { UncertainCause } from "./thrown-failure.js";
 import type { ToolInvoker } from "./tool-invoker.js";
 
@@ -84,9 +84,22 @@ export interface ExecutorDeps {
 
 type Authorized = CallEventOf<"authorized">;
 
+/** A read that ran before its key was claimed: its run, its judgement, and its `started` on the way. */
+interface UnclaimedRead {
+  run: ToolRun;
+  judged: Judgement;
+  startedEvent: ToolgateEvent;
+  started: Promise<boolean>;
+}
+
 /** First wait before a delivery that found its key held by another attempt looks again; doubles per delivery. */
 const BUSY_RECHECK_MS = 200;
 type Owned = Extract<ClaimOutcome, { kind: "claimed" | "taken_over" }>;
+
+/** Where the operator-facing details of an attempt's failure are stored. */
+function evidenceRefOf(callId: string, attempt: number): string {
+  return `evd_${callId.slice(5)}_${attempt}`;
+}
 
 /** Why an authorization is refused before anything runs. */
 function refusal(event: Authorized, verifier: DecisionVerifier): CallEventOf<"refused">["payload"]["reason"] | undefined {
@@ -113,7 +126,8 @@ const REFUSAL_DETAIL: Record<CallEventOf<"refused">["payload"]["reason"], string
  * event for it. Claims are fenced: an executor whose attempt was taken over publishes nothing. Retryable
  * failures are retried through the stream (the redelivery delay is the backoff), an unknown outcome is
  * reconciled through the tool's status check, and a call whose deliveries run out is dead-lettered. A writing
- * tool runs only after the stream acknowledged its attempt's `started`; a read's `started` is written behind.
+ * tool runs only after the stream acknowledged its attempt's `started`; a read's `started` is written behind, and on
+ * its first delivery a read runs before its key is claimed, which is then claimed with its result (one write).
  *
  * Sequence numbers: after `authorized` (seq s), attempt a's `started` is s + 2a - 1 and its end s + 2a.
  */
@@ -215,6 +229,19 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       runId: event.run_id,
       tool: tool.ref,
     };
+    // A tool without side effects runs on its first delivery before its key is claimed, and the key is then claimed
+    // already done: one durable write on the call's path instead of a claim and a completion. A delivery of the
+    // same call racing it (a redelivery) may run it too, which repeats no effect; the first answer stored is the one
+    // every delivery gives. What cannot be stored as a final answer at once goes on to a claim, and runs no more.
+    let read: UnclaimedRead | undefined;
+    if (!tool.writes && delivery.deliveryCount === 1 && !exhausted) {
+      read = await runUnclaimed(event, tool, key);
+      const result = finalResult(read.judged);
+      if (result && (await deps.store.claimDone(request, result))) {
+        const downstream = read.run.kind === "returned" ? read.run.answer.downstream : undefined;
+        return publishEnd(event, 1, result, read.run.durationMs, undefined, landed(event, 1, read.startedEvent, read.started), downstream);
+      }
+    }
     let claim = await deps.store.claim(request);
     const toolLabel = { tool: tool.contract.name };
     // The last delivery cannot come back later: it waits here for the holder to finish or its lease to expire
@@ -256,34 +283,93 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         return runAttempt(event, tool, key, claim, delivery);
       case "claimed":
         if (exhausted) return deadLetter(event, tool, key, claim, delivery, "deliveries exhausted");
-        return runAttempt(event, tool, key, claim, delivery);
+        return runAttempt(event, tool, key, claim, delivery, claim.attempt === 1 ? read : undefined);
     }
   }
 
-  /** Runs an owned attempt, its lease kept alive until its outcome is stored. */
-  async function runAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery): Promise<Disposition> {
-    const release = deps.leases.hold(key, claim.attempt, tool.contract.timeout_ms + deps.leaseMarginMs);
-    try {
-      return await runHeldAttempt(event, tool, key, claim, delivery);
-    } finally {
-      release();
-    }
+  /** A result a read's key can be claimed with, done: anything else (a retry, evidence to keep) needs the claim first. */
+  function finalResult(judged: Judgement): ResultEnvelope | undefined {
+    if (judged.kind !== "result" || judged.evidence) return undefined;
+    return judged.result.ok || !judged.result.retryable ? judged.result : undefined;
   }
 
-  async function runHeldAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery): Promise<Disposition> {
-    const { attempt } = claim;
-    const origin = originOf(event);
-    const s = event.seq;
-    const callId = event.call_id;
-    const startedEvent = nextCallEvent(
-      { ...origin, seq: s + 2 * attempt - 2 },
+  function startedOf(event: Authorized, attempt: number, key: string): ToolgateEvent {
+    return nextCallEvent(
+      { ...originOf(event), seq: event.seq + 2 * attempt - 2 },
       "started",
       "executor",
       { executor_id: deps.executorId, idempotency_key_hash: keyDigest(key) },
       { attempt },
     );
+  }
+
+  async function invoke(event: Authorized, tool: CompiledTool, key: string): Promise<ToolRun> {
+    const { decision, arguments: args } = event.payload;
+    const run = await deps.invoker.run(tool, args, {
+      callId: event.call_id,
+      runId: event.run_id,
+      principal: decision.principal,
+      context: decision.context,
+      idempotencyKey: key,
+    });
+    deps.metrics?.executions.observe({ tool: tool.contract.name }, run.durationMs / 1_000);
+    return run;
+  }
+
+  /** Runs a read as attempt 1 of its key before the key is claimed; its `started` goes out first, not awaited. */
+  async function runUnclaimed(event: Authorized, tool: CompiledTool, key: string): Promise<UnclaimedRead> {
+    const startedEvent = startedOf(event, 1, key);
+    const started = deps.bus.publish(startedEvent).then(
+      () => true,
+      () => false,
+    );
+    const run = await invoke(event, tool, key);
+    return { run, startedEvent, started, judged: judgeRun(run, tool, deps.contracts.registry(), event.call_id, evidenceRefOf(event.call_id, 1)) };
+  }
+
+  /**
+   * Waits for a `started` published without waiting (a read's), and publishes it again if it was lost (same event
+   * id): it must be in the stream before whatever ends its attempt; it never costs the attempt's known result.
+   */
+  function landed(event: Authorized, attempt: number, startedEvent: ToolgateEvent, started: Promise<boolean>): () => Promise<void> {
+    return async () => {
+      if (await started) return;
+      await deps.bus
+        .publish(startedEvent)
+        .catch((error: unknown) => log.warn({ err: error, call_id: event.call_id, run_id: event.run_id, attempt }, "could not publish started"));
+    };
+  }
+
+  /**
+   * Runs an owned attempt, its lease kept alive until its outcome is stored. `read`: the attempt (1) already ran,
+   * before its key was claimed.
+   */
+  async function runAttempt(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery, read?: UnclaimedRead): Promise<Disposition> {
+    const release = deps.leases.hold(key, claim.attempt, tool.contract.timeout_ms + deps.leaseMarginMs);
+    try {
+      return await runHeldAttempt(event, tool, key, claim, delivery, read);
+    } finally {
+      release();
+    }
+  }
+
+  async function runHeldAttempt(
+    event: Authorized,
+    tool: CompiledTool,
+    key: string,
+    claim: Owned,
+    delivery: Delivery,
+    read?: UnclaimedRead,
+  ): Promise<Disposition> {
+    const { attempt } = claim;
+    const origin = originOf(event);
+    const s = event.seq;
+    const callId = event.call_id;
+    const startedEvent = read?.startedEvent ?? startedOf(event, attempt, key);
     let started: Promise<boolean>;
-    if (tool.writes) {
+    if (read) {
+      started = read.started;
+    } else if (tool.writes) {
       // An attempt that may have an effect is on the record before it runs: an executor that dies inside the
       // tool leaves its `started` (executor id, attempt) in the stream. The one awaited publish of a write.
       try {
@@ -300,26 +386,12 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         () => false,
       );
     }
-    const { decision, arguments: args } = event.payload;
-    const run = await deps.invoker.run(tool, args, {
-      callId,
-      runId: event.run_id,
-      principal: decision.principal,
-      context: decision.context,
-      idempotencyKey: key,
-    });
-    deps.metrics?.executions.observe({ tool: tool.contract.name }, run.durationMs / 1_000);
-    const evidenceRef = `evd_${callId.slice(5)}_${attempt}`;
-    const judged = judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
+    const run = read?.run ?? (await invoke(event, tool, key));
+    const evidenceRef = evidenceRefOf(callId, attempt);
+    const judged = read?.judged ?? judgeRun(run, tool, deps.contracts.registry(), callId, evidenceRef);
     // A read's `started` goes first on this connection, so the stream stores it before whatever ends the attempt;
     // its acknowledgement is awaited only before the next publish (the completion's write does not wait for it).
-    // A lost `started` is published again (same event id); it never costs the attempt's known result.
-    const startedLanded = async (): Promise<void> => {
-      if (await started) return;
-      await deps.bus
-        .publish(startedEvent)
-        .catch((error: unknown) => log.warn({ err: error, call_id: callId, run_id: event.run_id, attempt }, "could not publish started"));
-    };
+    const startedLanded = landed(event, attempt, startedEvent, started);
     const end = s + 2 * attempt;
     if (judged.kind !== "result") await startedLanded();
     switch (judged.kind) {
@@ -445,6 +517,19 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
+    return publishEnd(event, attempt, result, durationMs, operationId, beforePublish, downstream);
+  }
+
+  /** Publishes a stored outcome (and announces its operation). `beforePublish`: what must be in the stream first. */
+  async function publishEnd(
+    event: Authorized,
+    attempt: number,
+    result: ResultEnvelope,
+    durationMs: number,
+    operationId?: string,
+    beforePublish?: () => Promise<void>,
+    downstream?: Downstream,
+  ): Promise<Disposition> {
     await beforePublish?.();
     await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs, downstream);
     if (!result.ok && result.error.code === "OUTCOME_UNKNOWN") deps.metrics?.unknownOutcomes.inc({ tool: event.payload.decision.tool.name });
@@ -484,7 +569,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
   /** Ends a call that must not run again: a poison message, or a delivery with no successor. */
   async function deadLetter(event: Authorized, tool: CompiledTool, key: string, claim: Owned, delivery: Delivery, reason: string): Promise<Disposition> {
     const { attempt } = claim;
-    const evidenceRef = `evd_${event.call_id.slice(5)}_${attempt}`;
+    const evidenceRef = evidenceRefOf(event.call_id, attempt);
     log.error(
       { call_id: event.call_id, run_id: event.run_id, tool: tool.contract.name, attempt, deliveries: delivery.deliveryCount, reason },
       "dead-lettering a call",
