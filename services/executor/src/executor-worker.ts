@@ -92,6 +92,18 @@ interface UnclaimedRead {
   started: Promise<boolean>;
 }
 
+/** How an attempt ends: its stored result and what its terminal event carries. */
+interface Ending {
+  result: ResultEnvelope;
+  /** How long the tool ran. */
+  durationMs: number;
+  /** The operation the result names, announced once the terminal event is out. */
+  operationId?: string | undefined;
+  downstream?: Downstream | undefined;
+  /** What must be in the stream before the terminal event (a read's `started`). */
+  beforePublish?: () => Promise<void>;
+}
+
 /** First wait before a delivery that found its key held by another attempt looks again; doubles per delivery. */
 const BUSY_RECHECK_MS = 200;
 type Owned = Extract<ClaimOutcome, { kind: "claimed" | "taken_over" }>;
@@ -239,7 +251,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       const result = finalResult(read.judged);
       if (result && (await deps.store.claimDone(request, result))) {
         const downstream = read.run.kind === "returned" ? read.run.answer.downstream : undefined;
-        return publishEnd(event, 1, result, read.run.durationMs, undefined, landed(event, 1, read.startedEvent, read.started), downstream);
+        return publishEnd(event, 1, { result, durationMs: read.run.durationMs, downstream, beforePublish: landed(event, 1, read.startedEvent, read.started) });
       }
     }
     let claim = await deps.store.claim(request);
@@ -401,7 +413,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       case "accepted": {
         const operationId = await deps.operations.startJob({ event, tool, idempotencyKey: key, attempt, seq: end }, judged.toolOperationId);
         const result = success(callId, { operation_id: operationId, state: "accepted" }, { operation_id: operationId });
-        return finish(event, key, attempt, result, run.durationMs, operationId);
+        return finish(event, key, attempt, { result, durationMs: run.durationMs, operationId });
       }
       case "result":
         break;
@@ -442,7 +454,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       }
     }
     const downstream = run.kind === "returned" ? run.answer.downstream : undefined;
-    return finish(event, key, attempt, result, run.durationMs, undefined, startedLanded, downstream);
+    return finish(event, key, attempt, { result, durationMs: run.durationMs, downstream, beforePublish: startedLanded });
   }
 
   /**
@@ -499,37 +511,18 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     return retryLater("the start of the attempt was not acknowledged", delayMs);
   }
 
-  /**
-   * Completes the key fenced on owner and attempt, then publishes the terminal event (and announces its
-   * operation). `beforePublish` runs between the two: what must be in the stream before the terminal event.
-   */
-  async function finish(
-    event: Authorized,
-    key: string,
-    attempt: number,
-    result: ResultEnvelope,
-    durationMs: number,
-    operationId?: string,
-    beforePublish?: () => Promise<void>,
-    downstream?: Downstream,
-  ): Promise<Disposition> {
-    if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
+  /** Completes the key fenced on owner and attempt, then publishes the terminal event (see {@link publishEnd}). */
+  async function finish(event: Authorized, key: string, attempt: number, ending: Ending): Promise<Disposition> {
+    if (!(await deps.store.complete(key, deps.executorId, attempt, ending.result))) {
       log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
       return ACK;
     }
-    return publishEnd(event, attempt, result, durationMs, operationId, beforePublish, downstream);
+    return publishEnd(event, attempt, ending);
   }
 
-  /** Publishes a stored outcome (and announces its operation). `beforePublish`: what must be in the stream first. */
-  async function publishEnd(
-    event: Authorized,
-    attempt: number,
-    result: ResultEnvelope,
-    durationMs: number,
-    operationId?: string,
-    beforePublish?: () => Promise<void>,
-    downstream?: Downstream,
-  ): Promise<Disposition> {
+  /** Publishes a stored outcome, after what must be in the stream first, and announces its operation. */
+  async function publishEnd(event: Authorized, attempt: number, ending: Ending): Promise<Disposition> {
+    const { result, durationMs, operationId, downstream, beforePublish } = ending;
     await beforePublish?.();
     await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs, downstream);
     if (!result.ok && result.error.code === "OUTCOME_UNKNOWN") deps.metrics?.unknownOutcomes.inc({ tool: event.payload.decision.tool.name });
@@ -563,7 +556,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         : `${message}; it has no status check, so an operator must reconcile it`,
       { ...(operationId ? { operation_id: operationId } : {}), ...(evidenceRef ? { evidence_ref: evidenceRef } : {}) },
     );
-    return finish(event, key, attempt, result, durationMs, operationId);
+    return finish(event, key, attempt, { result, durationMs, operationId });
   }
 
   /** Ends a call that must not run again: a poison message, or a delivery with no successor. */
