@@ -81,6 +81,8 @@ const callPayloads = {
     arguments_json: z.string().max(MAX_ARGUMENTS_JSON_BYTES),
     context: RunContextSchema,
     turn: z.number().int().min(0),
+    /** Position of the call in the model's response (or the host's submission): its order among the turn's calls. */
+    order: z.number().int().min(0).max(10_000).optional(),
     /**
      * Whether the run had already received output from a tool marked as returning untrusted content when
      * the model proposed this call (Meta's Rule of Two); `sources` names those tools.

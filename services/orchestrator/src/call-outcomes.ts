@@ -7,6 +7,7 @@ import type { CallWaiters } from "./call-waiters.js";
 import type { ActiveRun, LoopState } from "./loop-state.js";
 import { UNKNOWN_TOOL_LABEL } from "./metrics.js";
 import type { CallRecord, CallResultRecord, RunStore } from "./run-store.js";
+import { callFromProposal } from "./proposals.js";
 import { applyAnswer, type TurnPlayer } from "./turn-player.js";
 
 type TerminalEvent = Extract<CallEvent, { type: "rejected" | "denied" | "completed" | "outcome_unknown" }>;
@@ -64,9 +65,12 @@ export class CallOutcomes {
     // before that taint can be read back (Rule of Two).
     const answerFirst = open !== undefined && !(result.ok && this.#deps.contracts.registry().get(open.call.tool_name)?.untrustedOutput === true);
     if (answerFirst) waiters.resolve(event.call_id, result);
-    // The call's own record, written alongside its proposal, is in the store before its outcome is.
-    const recorded = open?.recorded.ensure();
-    const call = open?.call ?? (await store.getCall(event.call_id)) ?? undefined;
+    // The call's own record, written alongside its proposal, is in the store before its outcome is; a record left
+    // to be written later that has not started is written with the outcome instead, in one document.
+    const withOutcome = open?.recorded.cancel() === true;
+    const recorded = withOutcome ? undefined : open?.recorded.ensure();
+    const stored = open ? undefined : await this.#storedCall(event.call_id);
+    const call = open?.call ?? stored?.call;
     if (!call) {
       // The record of a call another replica proposed a moment ago may still be on its way to the store; a call
       // Toolgate never recorded (a message published by something else, or a proposer that died before its
@@ -96,7 +100,7 @@ export class CallOutcomes {
     const completes = active !== undefined && this.#deps.player.turnComplete(active);
     // The next turn starts now, alongside the attach (which lands before this event is acknowledged).
     if (completes) this.#deps.player.advance(active);
-    const attaching = store.attachResult(attach);
+    const attaching = store.attachResult(attach, withOutcome || stored?.fromStream ? call : undefined);
     if (answerFirst) waiters.attaching(call._id, attaching);
     const [attached] = await Promise.all([attaching, recorded]);
     if (attached !== "duplicate") {
@@ -155,9 +159,22 @@ export class CallOutcomes {
     return ACK;
   };
 
-  /** A call by id: one this process proposed, or a recorded one. */
+  /** A call by id: one this process proposed, a recorded one, or one whose proposal is in the stream. */
   async findCall(callId: CallId): Promise<CallRecord | undefined> {
-    return this.#deps.state.open(callId)?.call ?? (await this.#deps.store.getCall(callId)) ?? undefined;
+    return this.#deps.state.open(callId)?.call ?? (await this.#storedCall(callId))?.call;
+  }
+
+  /**
+   * A call this process does not hold: its record in the store or, for a call recorded with its outcome by a
+   * process that ended first, its proposal in the stream (`fromStream`: nothing in the store holds it yet).
+   */
+  async #storedCall(callId: CallId): Promise<{ call: CallRecord; fromStream: boolean } | undefined> {
+    const recorded = await this.#deps.store.getCall(callId);
+    if (recorded) return { call: recorded, fromStream: false };
+    // Only a proposal its owner signed comes back from the stream (see `EventBus.lastEvent`).
+    const proposal = await this.#deps.bus.lastEvent("call", callId, "proposed");
+    if (proposal?.kind !== "call" || proposal.type !== "proposed") return undefined;
+    return { call: callFromProposal(this.#deps.contracts.registry(), proposal), fromStream: true };
   }
 
   /** The calls of `runId` this process proposed whose records may still be on their way to the store. */

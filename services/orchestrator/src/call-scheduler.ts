@@ -120,6 +120,7 @@ export class CallScheduler {
       arguments_json: call.arguments_json,
       context: run.context,
       turn: call.turn,
+      order: call.order,
       taint: call.taint,
     });
     const traces = this.#traces;

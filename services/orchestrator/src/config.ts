@@ -41,6 +41,11 @@ const OrchestratorEnvSchema = z.object({
     .default(24 * 3_600_000),
   /** How often wall-clock and approval-wait budgets and blocked writes are checked. */
   ORCHESTRATOR_SWEEP_MS: z.coerce.number().int().min(50).max(60_000).default(500),
+  /**
+   * How long a host's call without side effects may be in flight before it is recorded on its own; one that ends
+   * sooner is recorded with its outcome, in one document (0: record every call at once).
+   */
+  ORCHESTRATOR_CALL_RECORD_DELAY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** Calls recorded but not proposed this long are proposed by the (every 20th, full) sweep. */
   ORCHESTRATOR_ORPHAN_GRACE_MS: z.coerce.number().int().min(500).max(3_600_000).default(5_000),
   /** How far back a starting orchestrator looks for such calls. */

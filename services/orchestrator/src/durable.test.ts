@@ -28,3 +28,47 @@ describe("Durable", () => {
     await Durable.done().ensure();
   });
 });
+
+describe("Durable.lazy", () => {
+  it("writes nothing until it is begun or ensured, then lands once", async () => {
+    const write = vi.fn(() => Promise.resolve());
+    const d = Durable.lazy(write);
+    expect(write).not.toHaveBeenCalled();
+    d.begin();
+    d.begin();
+    await d.ensure();
+    expect(write).toHaveBeenCalledTimes(1);
+    expect(await d.settled()).toBe(true);
+  });
+
+  it("is started by ensure alone", async () => {
+    const write = vi.fn(() => Promise.resolve());
+    await Durable.lazy(write).ensure();
+    expect(write).toHaveBeenCalledTimes(1);
+  });
+
+  it("never writes once cancelled before it started, and ensure then resolves at once", async () => {
+    const write = vi.fn(() => Promise.resolve());
+    const d = Durable.lazy(write);
+    expect(d.cancel()).toBe(true);
+    d.begin();
+    await d.ensure();
+    expect(write).not.toHaveBeenCalled();
+  });
+
+  it("cannot be cancelled once started: the write lands and ensure retries a failed one", async () => {
+    let fail = 1;
+    const write = vi.fn(() => (fail-- > 0 ? Promise.reject(new Error("store down")) : Promise.resolve()));
+    const d = Durable.lazy(write);
+    d.begin();
+    expect(d.cancel()).toBe(false);
+    expect(await d.settled()).toBe(false);
+    await d.ensure();
+    expect(write).toHaveBeenCalledTimes(2);
+  });
+
+  it("a started or already durable write is never cancelled", () => {
+    expect(Durable.start(() => Promise.resolve()).cancel()).toBe(false);
+    expect(Durable.done().cancel()).toBe(false);
+  });
+});

@@ -28,6 +28,18 @@ const subjects = subjectCatalogue(uniqueName("h"));
 const ledgerStream = `${subjects.stream}_HOST_CALLS`;
 const registry = ToolRegistry.from([
   {
+    name: "note",
+    version: "1.0.0",
+    description: "Writes a note. Use it to keep something; never to look anything up.",
+    owner: "test",
+    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
+    output_schema: { type: "object", properties: {}, additionalProperties: true },
+    side_effect: "write",
+    risk: "low",
+    timeout_ms: 1_000,
+    idempotency: { kind: "natural" },
+  },
+  {
     name: "lookup",
     version: "1.0.0",
     description: "Looks a thing up. Use it to read; never to change anything.",
@@ -65,9 +77,10 @@ function flakyBus(): EventBus & { down: boolean } {
   return flaky;
 }
 
-function hostCalls(on: EventBus): HostCalls {
+function hostCalls(on: EventBus, recordDelayMs?: number): HostCalls {
   const scheduler = new CallScheduler({ store, bus: on, locks: new ResourceLocks(database.db), logger });
   return new HostCalls({
+    ...(recordDelayMs === undefined ? {} : { recordDelayMs }),
     store,
     bus: on,
     ledger,
@@ -124,4 +137,57 @@ it("records a call whose proposal did not land for the orphan sweep, which propo
   for (let i = 0; i < 5; i++) found.push(...(await sweep.sweep()));
   expect(found).toEqual([orphan]);
   expect(await proposed(orphan)).toBe(true);
+});
+
+const recordOf = (id: CallId) => store.calls.findOne({ _id: id });
+
+it("leaves the record of a call without side effects to its outcome when the caller answers with outcomes, until asked for it", async () => {
+  const host = hostCalls(bus, 60_000);
+  const { runId } = await host.submit(principal, { context: {}, calls: [{ id: "p0", name: "lookup", arguments: '{"q":"a"}' }] });
+  const { callIds } = await host.submit(
+    principal,
+    {
+      runId,
+      context: {},
+      calls: [
+        { id: "r1", name: "lookup", arguments: '{"q":"b"}' },
+        { id: "w1", name: "note", arguments: '{"q":"c"}' },
+      ],
+    },
+    undefined,
+    { answersWithOutcomes: true },
+  );
+  const [read, write] = callIds as [CallId, CallId];
+  expect(await proposed(read)).toBe(true);
+  // The write holds locks and a place in its group: it is recorded before the host learns its id, as always.
+  expect(await recordOf(write)).toMatchObject({ _id: write, write: true });
+  expect(await recordOf(read)).toBeNull();
+  await host.ensureRecorded([read, write]);
+  expect(await recordOf(read)).toMatchObject({ _id: read, provider_call_id: "r1" });
+  expect(await slotOf(read)).toBeUndefined();
+});
+
+it("records such a call on its own once it has been in flight for the record delay", async () => {
+  const host = hostCalls(bus, 50);
+  const { callIds } = await host.submit(principal, { context: {}, calls: [{ id: "r2", name: "lookup", arguments: '{"q":"a"}' }] }, undefined, {
+    answersWithOutcomes: true,
+  });
+  const [read] = callIds as [CallId];
+  await expect.poll(() => recordOf(read)).toMatchObject({ _id: read, provider_call_id: "r2" });
+  expect(await slotOf(read)).toBeUndefined();
+});
+
+it("records such a call for the orphan sweep before failing when its proposal did not land", async () => {
+  const flaky = flakyBus();
+  const host = hostCalls(flaky, 60_000);
+  const { runId } = await host.submit(principal, { context: {}, calls: [{ id: "p0", name: "lookup", arguments: '{"q":"a"}' }] });
+  flaky.down = true;
+  let callIds: CallId[] = [];
+  await expect(
+    host.submit(principal, { runId, context: {}, calls: [{ id: "r3", name: "lookup", arguments: '{"q":"b"}' }] }, (ids) => (callIds = ids), {
+      answersWithOutcomes: true,
+    }),
+  ).rejects.toThrow(PublishError);
+  const [orphan] = callIds as [CallId];
+  await expect.poll(() => slotOf(orphan)).toBeTypeOf("number");
 });

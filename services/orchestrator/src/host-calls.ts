@@ -31,6 +31,16 @@ export interface HostSubmission {
  */
 export type BeforePublish = (callIds: CallId[], ended?: ReadonlyMap<CallId, ResultEnvelope>) => void;
 
+/** How a submission's caller tells the host about its calls. */
+export interface SubmitOptions {
+  /**
+   * The caller waits for the calls' outcomes and makes the records of those it answers without one durable first
+   * ({@link HostCalls.ensureRecorded}). A call without side effects that ends sooner is then recorded with its
+   * outcome, in one document, instead of in a record of its own and then its outcome.
+   */
+  answersWithOutcomes?: boolean;
+}
+
 export interface HostCallsDeps {
   store: RunStore;
   bus: EventBus;
@@ -45,6 +55,11 @@ export interface HostCallsDeps {
   now: () => number;
   /** With spans: a new run's span is recorded when the run is created (see `recordHostRunSpan`). */
   traces?: RunTraces | undefined;
+  /**
+   * With {@link SubmitOptions.answersWithOutcomes}: how long a call without side effects may be in flight before
+   * it is recorded on its own (so that every replica lists it); 0 records it at once.
+   */
+  recordDelayMs?: number;
 }
 
 /**
@@ -67,7 +82,12 @@ export class HostCalls {
    * call (its id is returned, and it is proposed again only if it has no outcome: proposals are idempotent by
    * event id), with another tool or other arguments a {@link HostCallConflictError}, before anything is proposed.
    */
-  async submit(principal: Principal, request: HostSubmission, beforePublish: BeforePublish = () => undefined): Promise<{ runId: RunId; callIds: CallId[] }> {
+  async submit(
+    principal: Principal,
+    request: HostSubmission,
+    beforePublish: BeforePublish = () => undefined,
+    options: SubmitOptions = {},
+  ): Promise<{ runId: RunId; callIds: CallId[] }> {
     const { store, state, scheduler } = this.#deps;
     validateCalls(request.calls);
     const { run, recorded: runRecorded, started, fresh } = await this.#run(principal, request);
@@ -90,27 +110,41 @@ export class HostCalls {
       // one: those records are in the store before anything runs, and the orphan sweep looks at them once (their
       // proposer may die first). Calls proposed at once are recorded once their proposals are in the stream, and
       // the sweep never reads them back; a call whose proposal did not land (an outage, a write waiting for a
-      // lock) is recorded for the sweep instead.
+      // lock) is recorded for the sweep instead. A caller that answers with outcomes lets a call without side
+      // effects be recorded with its outcome (its proposal in the stream is its record until then), or on its own
+      // once it has been in flight a while, or once the caller is about to answer without its outcome.
       const unseen = open.filter((o) => o.recorded === undefined).map((o) => o.call);
       const deferred = open.filter((o) => o.call.write).length > 1;
+      const later = options.answersWithOutcomes === true && !deferred;
       let proposalsLanded!: (landed: boolean) => void;
       const landed = new Promise<boolean>((resolve) => (proposalsLanded = resolve));
+      const eager = later ? unseen.filter((c) => c.write) : unseen;
       const recorded =
-        unseen.length === 0
+        eager.length === 0
           ? Durable.done()
           : deferred
-            ? Durable.start(() => store.insertCalls(unseen))
-            : Durable.start(async () => store.insertCalls(unseen, { proposed: await landed }));
+            ? Durable.start(() => store.insertCalls(eager))
+            : Durable.start(async () => store.insertCalls(eager, { proposed: await landed }));
+      const lazy = later
+        ? unseen.filter((c) => !c.write).map((call) => ({ call, recorded: Durable.lazy(async () => store.insertCalls([call], { proposed: await landed })) }))
+        : [];
       const writes = [recorded, ...new Set(open.flatMap((o) => (o.recorded ? [o.recorded] : [])))];
       if (deferred) await Promise.all(writes.map((w) => w.ensure()));
-      state.track(unseen, true, recorded);
+      state.track(eager, true, recorded);
+      for (const l of lazy) state.track([l.call], true, l.recorded);
       const calls = open.map((o) => o.call);
       const scheduled = scheduler.schedule(run, turn, calls, new Set());
-      scheduled.then(
-        (blocked) => proposalsLanded(!blocked),
-        () => proposalsLanded(false),
-      );
+      // A proposal that did not land leaves the sweep a record to go by, whatever becomes of this request.
+      const notLanded = () => {
+        proposalsLanded(false);
+        for (const l of lazy) l.recorded.begin();
+      };
+      scheduled.then((blocked) => (blocked ? notLanded() : proposalsLanded(true)), notLanded);
       await Promise.all([started.ensure(), scheduled, ...writes.map((w) => w.ensure())]);
+      if (lazy.length > 0) {
+        if (await landed) this.#recordLater(lazy.map((l) => l.recorded));
+        else await Promise.all(lazy.map((l) => l.recorded.ensure()));
+      }
     } else await started.ensure();
     // A new run's record is durable before the host learns its id (any replica can then look it up). A failed
     // write is not the host's failure: its calls run, and their outcomes are attached only once it is written.
@@ -118,6 +152,24 @@ export class HostCalls {
     if (!runWritten) this.#deps.logger.warn({ run_id: run._id }, "run record not written yet; retried before its calls' outcomes are attached");
     if (!keysWritten) this.#deps.logger.warn({ run_id: run._id }, "provider call ids of a new run not recorded; a resubmission of them is not recognized");
     return { runId: run._id, callIds };
+  }
+
+  /**
+   * Makes the records of these calls durable now, where the submission left them to be written later. Throws
+   * (retryable) when the store is unreachable.
+   */
+  async ensureRecorded(callIds: readonly CallId[]): Promise<void> {
+    await Promise.all(callIds.flatMap((id) => this.#deps.state.open(id)?.recorded.ensure() ?? []));
+  }
+
+  /** Starts the records of calls still in flight after the record delay (those that ended are cancelled). */
+  #recordLater(records: readonly Durable[]): void {
+    const begin = () => {
+      for (const r of records) r.begin();
+    };
+    const delay = this.#deps.recordDelayMs ?? 0;
+    if (delay === 0) return begin();
+    setTimeout(begin, delay).unref();
   }
 
   /**

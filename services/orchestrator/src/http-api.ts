@@ -10,7 +10,7 @@ import type { McpFrontDoor } from "./mcp-front-door.js";
 import { MCP_RESOURCE_METADATA_PATH, type McpHttpPolicy } from "./mcp-http.js";
 import type { Logger, ServiceMetrics } from "@toolgate/telemetry";
 import { RunRequestError, type RunLoop } from "./run-loop.js";
-import type { RunRecord, RunStore } from "./run-store.js";
+import type { CallRecord, CallResultRecord, RunRecord, RunStore } from "./run-store.js";
 import {
   CallParamsSchema,
   CallViewSchema,
@@ -382,10 +382,16 @@ export async function orchestratorApi(deps: {
     let ended: ReadonlyMap<CallId, ResultEnvelope> = new Map();
     const work = track(
       request,
-      deps.loop.submitCalls(request.principal!, submission, (ids: CallId[], done?: ReadonlyMap<CallId, ResultEnvelope>) => {
-        ended = done ?? ended;
-        waiting = deps.waiters.register(ids.filter((id) => !ended.has(id)));
-      }),
+      deps.loop.submitCalls(
+        request.principal!,
+        submission,
+        (ids: CallId[], done?: ReadonlyMap<CallId, ResultEnvelope>) => {
+          ended = done ?? ended;
+          waiting = deps.waiters.register(ids.filter((id) => !ended.has(id)));
+        },
+        // Every answer with a call still pending makes its record durable first (see `pendingRecorded`).
+        { answersWithOutcomes: true },
+      ),
       record,
     );
     try {
@@ -400,6 +406,15 @@ export async function orchestratorApi(deps: {
       if (answer) return { answered: reply.code(answer.status).send(answer.body) };
       throw error;
     }
+  }
+
+  /**
+   * Makes the records of the calls an answer names without their outcomes durable: whoever learns a call's id
+   * can then find it on any replica, and list it with its run.
+   */
+  async function pendingRecorded(callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>): Promise<void> {
+    const pending = callIds.filter((id) => !results.has(id));
+    if (pending.length > 0) await deps.loop.ensureRecorded(pending);
   }
 
   /** The results of calls now (those stored, then any that end within `waitMs`). */
@@ -423,7 +438,10 @@ export async function orchestratorApi(deps: {
     run !== null && run.principal.tenant === request.principal!.tenant && run.principal.subject === request.principal!.subject;
 
   /** A run's calls and their results, read side by side. */
-  const callsAndResults = (runId: RunId) => Promise.all([deps.store.callsOf(runId), deps.store.resultsOf(runId)]);
+  const callsAndResults = async (runId: RunId): Promise<[CallRecord[], CallResultRecord[]]> => {
+    const { calls, results } = await deps.store.callsAndResultsOf(runId);
+    return [calls, results];
+  };
 
   /** The run as the API shows it; `read` is its calls and results when the caller read them already. */
   const runView = async (run: RunRecord, read?: Awaited<ReturnType<typeof callsAndResults>>) => {
@@ -772,6 +790,7 @@ export async function orchestratorApi(deps: {
   ) {
     const mapping = calls.map((c, i) => ({ id: c.id, call_id: callIds[i]! }));
     if (results.size < callIds.length) {
+      await pendingRecorded(callIds, results);
       const awaiting = new Set((await deps.store.pendingApprovals(runId)).map((w) => w._id));
       const pending = mapping.filter((m) => !results.has(m.call_id)).map((m) => ({ ...m, status: awaiting.has(m.call_id) ? "awaiting_approval" : "running" }));
       return reply.code(202).send({ run_id: runId, complete: false, calls: mapping, pending });
@@ -929,14 +948,16 @@ export async function orchestratorApi(deps: {
       const body = request.body;
       const unsafe = unsafeCalls(body.calls);
       if (unsafe) return apiError(reply, 400, INVALID_CHARACTERS, unsafe.message, { pointer: unsafe.pointer });
-      const answer = (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) =>
-        reply.code(results.size === callIds.length ? 200 : 202).send({
+      const answer = async (runId: string, callIds: readonly CallId[], results: ReadonlyMap<CallId, ResultEnvelope>) => {
+        await pendingRecorded(callIds, results);
+        return reply.code(results.size === callIds.length ? 200 : 202).send({
           run_id: runId,
           results: callIds.map((callId, i) => {
             const result = results.get(callId);
             return { id: body.calls[i]!.id, call_id: callId, status: result ? "done" : "pending", ...(result ? { result } : {}) };
           }),
         });
+      };
       const claimed = await claimKey(request, reply, "POST /v1/tool-calls", body.run_id ? undefined : newRunId());
       if ("answered" in claimed) return claimed.answered;
       const { decision } = claimed;

@@ -94,6 +94,7 @@ await runService({
       instanceId: config.INSTANCE_ID,
       logger,
       orphans: { lookbackMs: config.ORCHESTRATOR_ORPHAN_LOOKBACK_MS, graceMs: config.ORCHESTRATOR_ORPHAN_GRACE_MS },
+      callRecordDelayMs: config.ORCHESTRATOR_CALL_RECORD_DELAY_MS,
       metrics: measured,
       traces: tracing.runs,
     });

@@ -16,8 +16,7 @@ beforeAll(async () => {
     loop: { unrecordedCalls: () => [] },
     store: {
       getRun: (id: string) => Promise.resolve(id === runId ? brokenRun : null),
-      callsOf: () => Promise.resolve([]),
-      resultsOf: () => Promise.resolve([]),
+      callsAndResultsOf: () => Promise.resolve({ calls: [], results: [] }),
     },
     authenticator: { authenticate: (h?: string) => Promise.resolve(h ? { ok: true, principal: brokenRun.principal } : { ok: false, reason: "missing" }) },
     availability: { whenAvailable: () => Promise.resolve(true), unavailable: () => [] },

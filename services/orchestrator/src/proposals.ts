@@ -1,4 +1,4 @@
-import { MAX_ARGUMENTS_JSON_BYTES, newCallId } from "@toolgate/contracts";
+import { MAX_ARGUMENTS_JSON_BYTES, newCallId, type CallEventOf } from "@toolgate/contracts";
 import type { ProposedToolCall } from "@toolgate/models";
 import type { ToolRegistry } from "@toolgate/registry";
 import { callTraits } from "./call-scheduler.js";
@@ -52,6 +52,26 @@ export function callRecords(
     taint,
     created_at: now,
   }));
+}
+
+/**
+ * A call's record as its proposal in the stream holds it: for a call whose record was to be written with its
+ * outcome by a process that did not get to do it. Its traits come from the contract in force now.
+ */
+export function callFromProposal(registry: ToolRegistry, event: CallEventOf<"proposed">): CallRecord {
+  const { provider_call_id, tool_name, arguments_json, turn, order, taint } = event.payload;
+  return {
+    _id: event.call_id,
+    run_id: event.run_id,
+    turn,
+    provider_call_id,
+    tool_name,
+    arguments_json,
+    order: order ?? 0,
+    ...callTraits(registry, tool_name, arguments_json),
+    taint: taint ?? taintFrom([]),
+    created_at: new Date(event.time),
+  };
 }
 
 /**

@@ -7,7 +7,7 @@ import type { Budgets } from "./budgets.js";
 import { CallOutcomes } from "./call-outcomes.js";
 import type { CallScheduler } from "./call-scheduler.js";
 import type { CallWaiters } from "./call-waiters.js";
-import { HostCalls } from "./host-calls.js";
+import { HostCalls, type SubmitOptions } from "./host-calls.js";
 import { LoopState, ProgressWriter } from "./loop-state.js";
 import type { OrchestratorMetrics } from "./metrics.js";
 import { OrphanSweep } from "./orphan-sweep.js";
@@ -38,6 +38,8 @@ export interface RunLoopDeps {
   now?: () => number;
   /** Recorded-but-unproposed calls: how far back a process's first look goes, and how old a call must be. */
   orphans?: { lookbackMs: number; graceMs: number };
+  /** How long a host's call without side effects may run before it is recorded on its own (see `HostCalls`). */
+  callRecordDelayMs?: number;
   /** Where calls' outcomes and runs' stops are counted. */
   metrics?: Pick<OrchestratorMetrics, "calls" | "runsStopped">;
   /** With spans: the run's, its turns' and its calls' spans (see `RunTraces`). */
@@ -101,6 +103,7 @@ export class RunLoop {
       newRun: (principal, context) => this.#newRun(principal, "external", "", context, "external"),
       logger,
       now,
+      recordDelayMs: deps.callRecordDelayMs ?? 1_000,
       traces: deps.traces,
     });
     this.#outcomes = new CallOutcomes({
@@ -176,8 +179,14 @@ export class RunLoop {
     principal: Principal,
     request: { runId?: RunId; context: RunContext; calls: ProposedToolCall[] },
     beforePublish?: (callIds: CallId[]) => void,
+    options?: SubmitOptions,
   ): Promise<{ runId: RunId; callIds: CallId[] }> {
-    return this.#host.submit(principal, request, beforePublish);
+    return this.#host.submit(principal, request, beforePublish, options);
+  }
+
+  /** Makes the records of these calls durable now, where they were left to be written later (see `SubmitOptions`). */
+  ensureRecorded(callIds: readonly CallId[]): Promise<void> {
+    return this.#host.ensureRecorded(callIds);
   }
 
   /**

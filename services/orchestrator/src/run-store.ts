@@ -117,17 +117,29 @@ interface StoredResult {
   result_json: string;
   duration_ms?: number;
   attached_at: Date;
+  /** The call itself, when it has no record of its own (see {@link RunStore.attachResult}), as JSON text. */
+  call_json?: string;
   /** The sweep slot of the call's id, written by earlier releases (the sweep reads results by id now). */
   sweep_slot?: number;
 }
 
-function storedResult({ result, ...rest }: CallResultRecord): StoredResult {
-  return { ...rest, ok: result.ok, result_json: JSON.stringify(result) };
+function storedResult({ result, ...rest }: CallResultRecord, call: CallRecord | undefined): StoredResult {
+  return { ...rest, ok: result.ok, result_json: JSON.stringify(result), ...(call ? { call_json: JSON.stringify(call) } : {}) };
 }
 
-function resultOf({ ok: _ok, result_json, sweep_slot: _slot, ...rest }: StoredResult): CallResultRecord {
+function resultOf({ ok: _ok, result_json, sweep_slot: _slot, call_json: _call, ...rest }: StoredResult): CallResultRecord {
   return { ...rest, result: JSON.parse(result_json) as ResultEnvelope };
 }
+
+/** The call a result holds because it had no record of its own. */
+function embeddedCall(stored: Pick<StoredResult, "call_json">): CallRecord | undefined {
+  if (stored.call_json === undefined) return undefined;
+  const call = JSON.parse(stored.call_json) as Omit<CallRecord, "created_at"> & { created_at: string };
+  return { ...call, created_at: new Date(call.created_at) };
+}
+
+/** Results keep the call they hold out of what readers of outcomes get. */
+const WITHOUT_CALL = { projection: { call_json: 0 } } as const;
 
 /** Who plays a run's model turn: one claim per turn, `<run_id>:<turn>`. */
 export interface TurnClaim {
@@ -265,9 +277,13 @@ export class RunStore {
     await Promise.all(calls.map((c) => this.#callInserts.insert(proposed ? c : { ...c, sweep_slot: slotOfId(c._id) })));
   }
 
-  /** Attaches a terminal result; "duplicate" when the call already had one (the first one stands). */
-  attachResult(result: CallResultRecord): Promise<InsertOutcome> {
-    return this.#resultInserts.insert(storedResult(result));
+  /**
+   * Attaches a terminal result; "duplicate" when the call already had one (the first one stands). `call`: the
+   * call, stored with its outcome because it has no record of its own (a call without side effects that ended
+   * before its record was needed): one document for the call and its outcome.
+   */
+  attachResult(result: CallResultRecord, call?: CallRecord): Promise<InsertOutcome> {
+    return this.#resultInserts.insert(storedResult(result, call));
   }
 
   /**
@@ -362,31 +378,48 @@ export class RunStore {
     return this.runs.findOne({ _id: runId });
   }
 
-  /** A call's record: a host's call on its own, a managed run's in the answer of the turn that proposed it. */
+  /**
+   * A call's record: a host's call on its own or with its outcome, a managed run's in the answer of the turn that
+   * proposed it.
+   */
   async getCall(callId: CallId): Promise<CallRecord | null> {
-    const [own, turn] = await Promise.all([this.calls.findOne({ _id: callId }, UNSLOTTED), this.steps.findOne({ call_id: callId })]);
-    return own ?? (turn?.kind === "answer" ? (turn.calls.find((c) => c._id === callId) ?? null) : null);
+    const [own, turn, withOutcome] = await Promise.all([
+      this.calls.findOne({ _id: callId }, UNSLOTTED),
+      this.steps.findOne({ call_id: callId }),
+      this.results.findOne({ _id: callId }, { projection: { call_json: 1 } }),
+    ]);
+    return own ?? (turn?.kind === "answer" ? turn.calls.find((c) => c._id === callId) : undefined) ?? (withOutcome && embeddedCall(withOutcome)) ?? null;
   }
 
   async getResult(callId: CallId): Promise<CallResultRecord | null> {
-    const stored = await this.results.findOne({ _id: callId });
+    const stored = await this.results.findOne({ _id: callId }, WITHOUT_CALL);
     return stored ? resultOf(stored) : null;
   }
 
-  /** The calls of a run, oldest first: a host's on their own, a managed run's in the answers of its turns. */
+  /**
+   * The calls of a run, oldest first: a host's on their own or with their outcomes, a managed run's in the answers
+   * of its turns.
+   */
   async callsOf(runId: RunId): Promise<CallRecord[]> {
-    // Only the calls of the run's answers: not its turn claims or end, nor the model's responses.
-    const [own, turns] = await Promise.all([
-      this.calls.find({ run_id: runId }, UNSLOTTED).toArray(),
-      this.steps.find<Pick<TurnRecord, "calls">>({ run_id: runId, kind: "answer" }, { projection: { _id: 0, calls: 1 } }).toArray(),
-    ]);
-    const byId = new Map<CallId, CallRecord>();
-    for (const call of [...turns.flatMap((t) => t.calls), ...own]) byId.set(call._id, call);
-    return [...byId.values()].sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order);
+    return (await this.callsAndResultsOf(runId)).calls;
   }
 
   async resultsOf(runId: RunId): Promise<CallResultRecord[]> {
-    return (await this.results.find({ run_id: runId }).toArray()).map(resultOf);
+    return (await this.results.find({ run_id: runId }, WITHOUT_CALL).toArray()).map(resultOf);
+  }
+
+  /** A run's calls (as {@link callsOf}) and results (as {@link resultsOf}), each collection read once. */
+  async callsAndResultsOf(runId: RunId): Promise<{ calls: CallRecord[]; results: CallResultRecord[] }> {
+    // Only the calls of the run's answers: not its turn claims or end, nor the model's responses.
+    const [own, turns, stored] = await Promise.all([
+      this.calls.find({ run_id: runId }, UNSLOTTED).toArray(),
+      this.steps.find<Pick<TurnRecord, "calls">>({ run_id: runId, kind: "answer" }, { projection: { _id: 0, calls: 1 } }).toArray(),
+      this.results.find({ run_id: runId }).toArray(),
+    ]);
+    const byId = new Map<CallId, CallRecord>();
+    for (const call of [...turns.flatMap((t) => t.calls), ...stored.flatMap((r) => embeddedCall(r) ?? []), ...own]) byId.set(call._id, call);
+    const calls = [...byId.values()].sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order);
+    return { calls, results: stored.map(resultOf) };
   }
 
   /**
@@ -485,7 +518,7 @@ export class RunStore {
   }
 
   async resultsOfTurn(runId: RunId, turn: number): Promise<CallResultRecord[]> {
-    return (await this.results.find({ run_id: runId, turn }).toArray()).map(resultOf);
+    return (await this.results.find({ run_id: runId, turn }, WITHOUT_CALL).toArray()).map(resultOf);
   }
 
   /** Records that a call waits for approval; the first record stands. */

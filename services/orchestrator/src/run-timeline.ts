@@ -347,7 +347,7 @@ export function assembleTimeline(input: TimelineInput): Timeline {
 }
 
 export interface RunTimelineDeps {
-  store: Pick<RunStore, "callsOf" | "resultsOf">;
+  store: Pick<RunStore, "callsAndResultsOf">;
   /** Calls this replica proposed whose records are written with their outcomes. */
   loop: { unrecordedCalls(runId: RunId): CallRecord[] };
   bus: Pick<EventBus, "history">;
@@ -368,7 +368,7 @@ export class RunTimeline {
   /** The run's timeline now. Throws when the store or the stream cannot be read (retryable). */
   async of(run: RunRecord): Promise<Timeline> {
     const { store, loop, bus, subjects, contracts } = this.#deps;
-    const [stored, results] = await Promise.all([store.callsOf(run._id), store.resultsOf(run._id)]);
+    const { calls: stored, results } = await store.callsAndResultsOf(run._id);
     const known = new Set(stored.map((c) => c._id));
     const all = [...stored, ...loop.unrecordedCalls(run._id).filter((c) => !known.has(c._id))].sort(
       (a, b) => a.created_at.getTime() - b.created_at.getTime() || a.order - b.order,
