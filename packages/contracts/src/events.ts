@@ -84,6 +84,12 @@ const callPayloads = {
     /** Position of the call in the model's response (or the host's submission): its order among the turn's calls. */
     order: z.number().int().min(0).max(10_000).optional(),
     /**
+     * How the orchestrator schedules the call: whether it writes (one write at a time per group, holding locks) and
+     * the resources it locks (`<type>:<id>` from the contract's resource pointers), as derived when it was proposed.
+     */
+    write: z.boolean().optional(),
+    resources: z.array(z.string().max(1024)).max(64).optional(),
+    /**
      * Whether the run had already received output from a tool marked as returning untrusted content when
      * the model proposed this call (Meta's Rule of Two); `sources` names those tools.
      */

@@ -118,6 +118,8 @@ function hostCall(runId: RunId, providerId: string): CallRecord {
   };
 }
 
+const locks = () => new ResourceLocks(database.db);
+
 const proposalOf = (call: CallRecord) =>
   nextCallEvent({ call_id: call._id, run_id: call.run_id, principal, seq: 0 }, "proposed", "orchestrator", {
     provider_call_id: call.provider_call_id,
@@ -126,6 +128,8 @@ const proposalOf = (call: CallRecord) =>
     context: {},
     turn: call.turn,
     order: call.order,
+    write: call.write,
+    resources: call.resources,
     taint: call.taint,
   });
 
@@ -163,4 +167,15 @@ it("keeps a record of its own for a call recorded before its outcome, and stores
   expect(await outcomes.onTerminal(completedAt(new Date(), call._id, runId), delivery(1))).toEqual({ kind: "ack" });
   expect(await store.calls.findOne({ _id: call._id })).toMatchObject({ _id: call._id });
   expect(await store.results.findOne({ _id: call._id })).not.toHaveProperty("call_json");
+});
+
+it("releases the locks a write was proposed with when its outcome reaches a process that does not hold it", async () => {
+  const runId = newRunId();
+  // The contract in force names no such tool now: what the write locks comes from its proposal.
+  const call = { ...hostCall(runId, "p-write"), tool_name: "retired_note", write: true, resources: [`task:${uniqueName("t")}`] };
+  expect(await locks().acquire(call.resources, call._id)).toBe(true);
+  await bus.publish(proposalOf(call));
+  expect(await outcomes.onTerminal(completedAt(new Date(), call._id, runId), delivery(1))).toEqual({ kind: "ack" });
+  expect(await store.getCall(call._id)).toMatchObject({ write: true, resources: call.resources });
+  expect(await locks().acquire(call.resources, "another-call")).toBe(true);
 });

@@ -121,6 +121,8 @@ export class CallScheduler {
       context: run.context,
       turn: call.turn,
       order: call.order,
+      write: call.write,
+      resources: call.resources,
       taint: call.taint,
     });
     const traces = this.#traces;

@@ -42,7 +42,7 @@ const OrchestratorEnvSchema = z.object({
   /** How often wall-clock and approval-wait budgets and blocked writes are checked. */
   ORCHESTRATOR_SWEEP_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   /**
-   * How long a host's call without side effects may be in flight before it is recorded on its own; one that ends
+   * How long a host's call proposed at once may be in flight before it is recorded on its own; one that ends
    * sooner is recorded with its outcome, in one document (0: record every call at once).
    */
   ORCHESTRATOR_CALL_RECORD_DELAY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),

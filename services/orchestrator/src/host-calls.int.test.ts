@@ -141,7 +141,7 @@ it("records a call whose proposal did not land for the orphan sweep, which propo
 
 const recordOf = (id: CallId) => store.calls.findOne({ _id: id });
 
-it("leaves the record of a call without side effects to its outcome when the caller answers with outcomes, until asked for it", async () => {
+it("leaves the records of calls proposed at once to their outcomes when the caller answers with outcomes, until asked for them", async () => {
   const host = hostCalls(bus, 60_000);
   const { runId } = await host.submit(principal, { context: {}, calls: [{ id: "p0", name: "lookup", arguments: '{"q":"a"}' }] });
   const { callIds } = await host.submit(
@@ -159,12 +159,34 @@ it("leaves the record of a call without side effects to its outcome when the cal
   );
   const [read, write] = callIds as [CallId, CallId];
   expect(await proposed(read)).toBe(true);
-  // The write holds locks and a place in its group: it is recorded before the host learns its id, as always.
-  expect(await recordOf(write)).toMatchObject({ _id: write, write: true });
+  // The lone write's proposal says what it is and what it locks: a replica that gets its outcome releases them.
+  expect(await bus.lastEvent("call", write, "proposed")).toMatchObject({ payload: { write: true, resources: [], order: 1 } });
   expect(await recordOf(read)).toBeNull();
+  expect(await recordOf(write)).toBeNull();
   await host.ensureRecorded([read, write]);
   expect(await recordOf(read)).toMatchObject({ _id: read, provider_call_id: "r1" });
+  expect(await recordOf(write)).toMatchObject({ _id: write, write: true });
   expect(await slotOf(read)).toBeUndefined();
+});
+
+it("records the writes of a submission that queues them before anything runs, whatever the caller answers with", async () => {
+  const host = hostCalls(bus, 60_000);
+  const { callIds } = await host.submit(
+    principal,
+    {
+      context: {},
+      calls: [
+        { id: "w2", name: "note", arguments: '{"q":"a"}' },
+        { id: "w3", name: "note", arguments: '{"q":"b"}' },
+      ],
+    },
+    undefined,
+    { answersWithOutcomes: true },
+  );
+  const [first, second] = callIds as [CallId, CallId];
+  expect(await recordOf(first)).toMatchObject({ _id: first, write: true });
+  expect(await recordOf(second)).toMatchObject({ _id: second, write: true });
+  expect(await proposed(second)).toBe(false);
 });
 
 it("records such a call on its own once it has been in flight for the record delay", async () => {

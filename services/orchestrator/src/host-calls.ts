@@ -35,8 +35,9 @@ export type BeforePublish = (callIds: CallId[], ended?: ReadonlyMap<CallId, Resu
 export interface SubmitOptions {
   /**
    * The caller waits for the calls' outcomes and makes the records of those it answers without one durable first
-   * ({@link HostCalls.ensureRecorded}). A call without side effects that ends sooner is then recorded with its
-   * outcome, in one document, instead of in a record of its own and then its outcome.
+   * ({@link HostCalls.ensureRecorded}). A call proposed at once (not queued behind another write of its
+   * submission) that ends sooner is then recorded with its outcome, in one document, instead of in a record of
+   * its own and then its outcome.
    */
   answersWithOutcomes?: boolean;
 }
@@ -56,7 +57,7 @@ export interface HostCallsDeps {
   /** With spans: a new run's span is recorded when the run is created (see `recordHostRunSpan`). */
   traces?: RunTraces | undefined;
   /**
-   * With {@link SubmitOptions.answersWithOutcomes}: how long a call without side effects may be in flight before
+   * With {@link SubmitOptions.answersWithOutcomes}: how long a call proposed at once may be in flight before
    * it is recorded on its own (so that every replica lists it); 0 records it at once.
    */
   recordDelayMs?: number;
@@ -110,24 +111,22 @@ export class HostCalls {
       // one: those records are in the store before anything runs, and the orphan sweep looks at them once (their
       // proposer may die first). Calls proposed at once are recorded once their proposals are in the stream, and
       // the sweep never reads them back; a call whose proposal did not land (an outage, a write waiting for a
-      // lock) is recorded for the sweep instead. A caller that answers with outcomes lets a call without side
-      // effects be recorded with its outcome (its proposal in the stream is its record until then), or on its own
-      // once it has been in flight a while, or once the caller is about to answer without its outcome.
+      // lock) is recorded for the sweep instead. A caller that answers with outcomes lets the calls proposed at once
+      // be recorded with their outcomes (a proposal in the stream is its call's record until then, with the locks
+      // it holds), or on their own once in flight a while, or once the caller is about to answer without them.
       const unseen = open.filter((o) => o.recorded === undefined).map((o) => o.call);
       const deferred = open.filter((o) => o.call.write).length > 1;
       const later = options.answersWithOutcomes === true && !deferred;
       let proposalsLanded!: (landed: boolean) => void;
       const landed = new Promise<boolean>((resolve) => (proposalsLanded = resolve));
-      const eager = later ? unseen.filter((c) => c.write) : unseen;
+      const eager = later ? [] : unseen;
       const recorded =
         eager.length === 0
           ? Durable.done()
           : deferred
             ? Durable.start(() => store.insertCalls(eager))
             : Durable.start(async () => store.insertCalls(eager, { proposed: await landed }));
-      const lazy = later
-        ? unseen.filter((c) => !c.write).map((call) => ({ call, recorded: Durable.lazy(async () => store.insertCalls([call], { proposed: await landed })) }))
-        : [];
+      const lazy = later ? unseen.map((call) => ({ call, recorded: Durable.lazy(async () => store.insertCalls([call], { proposed: await landed })) })) : [];
       const writes = [recorded, ...new Set(open.flatMap((o) => (o.recorded ? [o.recorded] : [])))];
       if (deferred) await Promise.all(writes.map((w) => w.ensure()));
       state.track(eager, true, recorded);

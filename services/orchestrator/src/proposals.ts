@@ -56,10 +56,12 @@ export function callRecords(
 
 /**
  * A call's record as its proposal in the stream holds it: for a call whose record was to be written with its
- * outcome by a process that did not get to do it. Its traits come from the contract in force now.
+ * outcome by a process that did not get to do it. Its scheduling traits are those it was proposed with (a proposal
+ * of an earlier release, without them: those of the contract in force now).
  */
 export function callFromProposal(registry: ToolRegistry, event: CallEventOf<"proposed">): CallRecord {
-  const { provider_call_id, tool_name, arguments_json, turn, order, taint } = event.payload;
+  const { provider_call_id, tool_name, arguments_json, turn, order, taint, write, resources } = event.payload;
+  const traits = callTraits(registry, tool_name, arguments_json);
   return {
     _id: event.call_id,
     run_id: event.run_id,
@@ -68,7 +70,10 @@ export function callFromProposal(registry: ToolRegistry, event: CallEventOf<"pro
     tool_name,
     arguments_json,
     order: order ?? 0,
-    ...callTraits(registry, tool_name, arguments_json),
+    ...traits,
+    // As scheduled when proposed (the locks it holds), whatever the contract in force says now.
+    ...(write === undefined ? {} : { write }),
+    ...(resources === undefined ? {} : { resources }),
     taint: taint ?? taintFrom([]),
     created_at: new Date(event.time),
   };

@@ -38,7 +38,7 @@ export interface RunLoopDeps {
   now?: () => number;
   /** Recorded-but-unproposed calls: how far back a process's first look goes, and how old a call must be. */
   orphans?: { lookbackMs: number; graceMs: number };
-  /** How long a host's call without side effects may run before it is recorded on its own (see `HostCalls`). */
+  /** How long a host's call proposed at once may run before it is recorded on its own (see `HostCalls`). */
   callRecordDelayMs?: number;
   /** Where calls' outcomes and runs' stops are counted. */
   metrics?: Pick<OrchestratorMetrics, "calls" | "runsStopped">;
