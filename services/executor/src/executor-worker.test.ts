@@ -51,12 +51,16 @@ const status: ToolContractInput = {
   retry: undefined,
 };
 
+/** A read whose key is a business key: calls with the same title share it. */
+const keyedRead: ToolContractInput = { ...status, name: "ticket_lookup", idempotency: { kind: "keyed", key_template: "{args:/title}" } };
+
 const { privateKey, publicKey } = generateKeyPairSync("ed25519");
 const signer = decisionSigner(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
 const verifier = decisionVerifier([publicKey.export({ type: "spki", format: "pem" }).toString()]);
-const registry = ToolRegistry.from([write, status]);
+const registry = ToolRegistry.from([write, status, keyedRead]);
 const write_ = registry.get("create_ticket")!;
 const read_ = registry.get("ticket_status")!;
+const keyedRead_ = registry.get("ticket_lookup")!;
 const principal = { tenant: "acme", subject: "alice", roles: ["r"] };
 
 function authorized(
@@ -105,8 +109,11 @@ class ScriptedStore implements IdempotencyStore {
     private readonly fenced = false,
     /** Whether every key exists already, so that none can be claimed done. */
     private readonly keysTaken = false,
+    /** Resolves each claimDone: by default at once. */
+    private readonly landing: () => Promise<void> = async () => undefined,
   ) {}
   async claimDone(request: ClaimRequest, result: ResultEnvelope): Promise<boolean> {
+    await this.landing();
     if (this.keysTaken) return false;
     this.claimedDone.push({ request, result });
     return true;
@@ -162,6 +169,7 @@ function harness(
     inProcess: new Map([
       ["create_ticket", defineTool(write, runTicket)],
       ["ticket_status", defineTool(status, runTicket)],
+      ["ticket_lookup", defineTool(keyedRead, runTicket)],
     ]),
     shutdown: new AbortController().signal,
   });
@@ -411,11 +419,37 @@ describe("the record of an attempt", () => {
     expect(h.published[1]).toMatchObject({ payload: { result: { ok: true, data: { id: "T-1" }, call_id: event.call_id } } });
   });
 
-  it("gives the stored answer, not its own, when a read's key was taken while it ran", async () => {
+  it("publishes a read's answer alongside the write of its own key, and is done only once both are", async () => {
+    let landed!: () => void;
+    const landing = new Promise<void>((resolve) => (landed = resolve));
+    const store = new ScriptedStore([], false, false, () => landing);
+    const h = harness(store, ok);
+    const handled = h.handler(authorized({ title: "disk full" }, undefined, read_), delivery());
+    let done = false;
+    void handled.then(() => (done = true));
+    await expect.poll(() => h.types()).toEqual(["started:1", "completed:1"]);
+    expect(done).toBe(false);
+    landed();
+    expect(await handled).toEqual({ kind: "ack" });
+    expect(store.claimedDone).toHaveLength(1);
+    expect(store.claims).toEqual([]);
+  });
+
+  it("ends a read with its own answer when a racing delivery of the same call stored the key first", async () => {
+    // The stream keeps the first `completed` under the call's event id: both deliveries end the call with one answer.
+    const store = new ScriptedStore([], false, true);
+    const h = harness(store, ok);
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(store.claims).toEqual([]);
+    expect(h.types()).toEqual(["started:1", "completed:1"]);
+    expect(h.published[1]).toMatchObject({ payload: { result: { ok: true, data: { id: "T-1" } } } });
+  });
+
+  it("gives the stored answer, not its own, when a read's business key was taken while it ran", async () => {
     const first = success(newCallId(), { id: "T-0" });
     const store = new ScriptedStore([{ kind: "replay", result: first, attempt: 1 }], false, true);
     const h = harness(store, ok);
-    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, keyedRead_), delivery())).toEqual({ kind: "ack" });
     expect(h.runs()).toBe(1);
     expect(store.claims).toHaveLength(1);
     expect(h.types()).toEqual(["started:1", "completed:1"]);

@@ -139,7 +139,8 @@ const REFUSAL_DETAIL: Record<CallEventOf<"refused">["payload"]["reason"], string
  * failures are retried through the stream (the redelivery delay is the backoff), an unknown outcome is
  * reconciled through the tool's status check, and a call whose deliveries run out is dead-lettered. A writing
  * tool runs only after the stream acknowledged its attempt's `started`; a read's `started` is written behind, and on
- * its first delivery a read runs before its key is claimed, which is then claimed with its result (one write).
+ * its first delivery a read runs before its key is claimed, which is then claimed with its result (one write,
+ * alongside the publish of its answer when the key is the call's own).
  *
  * Sequence numbers: after `authorized` (seq s), attempt a's `started` is s + 2a - 1 and its end s + 2a.
  */
@@ -242,16 +243,24 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
       tool: tool.ref,
     };
     // A tool without side effects runs on its first delivery before its key is claimed, and the key is then claimed
-    // already done: one durable write on the call's path instead of a claim and a completion. A delivery of the
-    // same call racing it (a redelivery) may run it too, which repeats no effect; the first answer stored is the one
-    // every delivery gives. What cannot be stored as a final answer at once goes on to a claim, and runs no more.
+    // already done: one durable write instead of a claim and a completion. A delivery of the same call racing it (a
+    // redelivery) may run it too, which repeats no effect. With a key of this call's own (no business key another
+    // call could share) its answer is published alongside that write, not after it: the stream keeps the first
+    // `completed` under its event id, so every delivery of the call ends with one answer, and the message is
+    // acknowledged only once the key is stored too. With a business key, the first answer stored is the one every
+    // call of the key gives. What cannot be stored as a final answer at once goes on to a claim, and runs no more.
     let read: UnclaimedRead | undefined;
     if (!tool.writes && delivery.deliveryCount === 1 && !exhausted) {
       read = await runUnclaimed(event, tool, key);
       const result = finalResult(read.judged);
-      if (result && (await deps.store.claimDone(request, result))) {
+      if (result) {
         const downstream = read.run.kind === "returned" ? read.run.answer.downstream : undefined;
-        return publishEnd(event, 1, { result, durationMs: read.run.durationMs, downstream, beforePublish: landed(event, 1, read.startedEvent, read.started) });
+        const ending = { result, durationMs: read.run.durationMs, downstream, beforePublish: landed(event, 1, read.startedEvent, read.started) };
+        if (tool.contract.idempotency.kind !== "keyed") {
+          const [, disposition] = await Promise.all([deps.store.claimDone(request, result), publishEnd(event, 1, ending)]);
+          return disposition;
+        }
+        if (await deps.store.claimDone(request, result)) return publishEnd(event, 1, ending);
       }
     }
     let claim = await deps.store.claim(request);
