@@ -18,12 +18,18 @@
  * stack more `OTEL_*` settings (`OTEL_TRACES_SAMPLER=always_off,OTEL_BSP_SCHEDULE_DELAY=5000`), to tell which
  * part of that cost is what.
  *
+ * `--compare <checkout>` takes the same turns between a stack of another built checkout of the repository (the
+ * base of a change, say: `git worktree add ../base main`, then `pnpm install && pnpm build` there) and one of this
+ * checkout, so a change's effect is a ratio measured side by side. `--concurrency 1` compares idle calls.
+ *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
  *
  * Options: `--help` (USAGE below).
  */
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
 import { Stack } from "@toolgate/testkit/stack";
@@ -40,7 +46,7 @@ import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.j
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--warmup 5000] [--baseline] [--otlp-compare]
-       [--otlp-env OTEL_X=v,…] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
+       [--otlp-env OTEL_X=v,…] [--compare <checkout>] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
 Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
 
 const args = commandLineOrExit("bench", USAGE, {
@@ -57,6 +63,8 @@ const args = commandLineOrExit("bench", USAGE, {
   baseline: { type: "boolean", default: false },
   "otlp-compare": { type: "boolean", default: false },
   "otlp-env": { type: "string", default: "" },
+  /** Another built checkout of the repository, whose stack takes turns with this checkout's. */
+  compare: { type: "string" },
   "mongo-rtt-ms": { type: "string", default: "0.5" },
   /** Every submission carries its own `Idempotency-Key`, as a careful host's does (the chaos suite's client). */
   "idempotency-keys": { type: "boolean", default: false },
@@ -430,9 +438,12 @@ interface BenchStack {
   close(): Promise<void>;
 }
 
-/** Starts a stack for the benchmark; with `otlpEndpoint`, every service exports its spans there. */
-async function startBenchStack(otlpEndpoint?: string): Promise<BenchStack> {
-  const stack = await Stack.start({
+/**
+ * Starts a stack for the benchmark; with `otlpEndpoint`, every service exports its spans there. `stacks` is the
+ * `Stack` of the checkout whose services run (this one's by default).
+ */
+async function startBenchStack(otlpEndpoint?: string, stacks: typeof Stack = Stack): Promise<BenchStack> {
+  const stack = await stacks.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
     streamReplicas: STREAM_REPLICAS,
@@ -648,12 +659,14 @@ function sumOf(record: Record<string, number>): number {
   return Object.values(record).reduce((s, v) => s + v, 0);
 }
 
-/** One half of an `--otlp-compare` pair: a stack's load for `--duration` seconds and its drain. */
+/** One half of a comparison's pair: a stack's load for `--duration` seconds and its drain. */
 interface Half {
   calls: number;
   failed: number;
   /** Sustained throughput: calls over the load and the time audit took to catch up after it. */
   sustained: number;
+  /** Median latency of the half's calls, ms. */
+  p50: number;
   /** CPU ms per call, per process group (the servers' counted in both halves). */
   cpu: Record<string, number>;
 }
@@ -668,58 +681,76 @@ async function loadHalf(bench: BenchStack): Promise<Half> {
     calls: loaded.calls,
     failed: loaded.failed,
     sustained: loaded.calls / seconds,
+    p50: median(loaded.latencies),
     cpu: perCall(cpuSpent(before, readCpu(bench.cpuGroups)), loaded.calls),
   };
 }
 
+/** The two sides of a comparison: `base` and `variant`, with what tells them apart. */
+interface Comparison {
+  base: BenchStack;
+  variant: BenchStack;
+  /** What the variant is, for the report: "with an OTLP exporter", say. */
+  what: string;
+}
+
 /**
- * `--otlp-compare`: two stacks run side by side, one exporting its spans to a loopback sink, and take turns under
- * load, every other pair the exporting one first. Each stays up between its turns (warm, nothing restarted), and
- * a pair's two halves are seconds apart, so a machine whose speed swings within minutes moves both alike.
+ * Two stacks run side by side and take turns under load, every other pair the variant first. Each stays up
+ * between its turns (warm, nothing restarted), and a pair's two halves are seconds apart, so a machine whose speed
+ * swings within minutes moves both alike. Prints each pair's ratios and their medians; returns the pairs.
  */
+async function comparePairs({ base, variant, what }: Comparison): Promise<{ base: Half; variant: Half }[]> {
+  for (const bench of [base, variant]) {
+    await warmUp(bench.clients);
+    await bench.stack.quiesce();
+  }
+  console.log(`${args.runs} pairs of ${args.duration} s at ${args.concurrency} in flight, base and ${what} (${args.tool}):`);
+  const pairs: { base: Half; variant: Half }[] = [];
+  for (let i = 0; i < Number(args.runs); i++) {
+    const variantFirst = i % 2 === 1;
+    const first = await loadHalf(variantFirst ? variant : base);
+    const second = await loadHalf(variantFirst ? base : variant);
+    const pair = variantFirst ? { base: second, variant: first } : { base: first, variant: second };
+    pairs.push(pair);
+    console.log(
+      `  pair ${i + 1}${variantFirst ? " (variant first)" : ""}: ${fmt(pair.base.sustained, 0)} → ${fmt(pair.variant.sustained, 0)} calls/s = ` +
+        `${fmt(pair.variant.sustained / pair.base.sustained)} ×, p50 ${fmt(pair.base.p50)} → ${fmt(pair.variant.p50)} ms; ` +
+        `stack's CPU per call ${fmt(stackCpu(pair.variant.cpu) / stackCpu(pair.base.cpu))} ×, servers' ${fmt(serverCpu(pair.variant.cpu) / serverCpu(pair.base.cpu))} ×`,
+    );
+  }
+  const ratio = (of: (h: Half) => number) => fmt(median(pairs.map((p) => of(p.variant) / of(p.base))));
+  const failed = pairs.reduce((sum, p) => sum + p.base.failed + p.variant.failed, 0);
+  let repeated = 0;
+  for (const bench of [base, variant]) {
+    for (const [name, stats] of Object.entries(await statsOf(bench.stack))) {
+      if (name.startsWith("executor")) repeated += stats.counters[`tool.${args.tool}.repeated_executions`] ?? 0;
+    }
+  }
+  const cpuOf = (half: "base" | "variant", name: string) => fmt(median(pairs.map((p) => p[half].cpu[name] ?? 0)));
+  console.log(
+    `\n${what}, medians of ${pairs.length} pairs' ratios to base: throughput ${ratio((h) => h.sustained)} ×, p50 ${ratio((h) => h.p50)} ×, ` +
+      `stack's CPU per call ${ratio((h) => stackCpu(h.cpu))} ×`,
+  );
+  console.log(
+    `  CPU ms per call base → variant (medians): stack ${fmt(median(pairs.map((p) => stackCpu(p.base.cpu))))} → ${fmt(median(pairs.map((p) => stackCpu(p.variant.cpu))))}; ` +
+      Object.keys(pairs[0]!.base.cpu)
+        .map((name) => `${name} ${cpuOf("base", name)} → ${cpuOf("variant", name)}`)
+        .join(", "),
+  );
+  console.log(`  failed calls ${failed}, duplicate executions ${repeated}`);
+  if (args.json) writeFileSync(args.json, JSON.stringify({ args, pairs }, null, 2));
+  return pairs;
+}
+
+/** `--otlp-compare`: the variant exports every span to a loopback sink. */
 async function compareExporter(): Promise<void> {
   const sink = await startOtlpSink();
   const plain = await startBenchStack();
   let exporting: BenchStack | undefined;
   try {
     exporting = await startBenchStack(sink.url);
-    for (const bench of [plain, exporting]) {
-      await warmUp(bench.clients);
-      await bench.stack.quiesce();
-    }
-    console.log(`${args.runs} pairs of ${args.duration} s at ${args.concurrency} in flight, without and with an OTLP exporter (${args.tool}):`);
-    const pairs: { without: Half; with: Half }[] = [];
-    for (let i = 0; i < Number(args.runs); i++) {
-      const exportingFirst = i % 2 === 1;
-      const first = await loadHalf(exportingFirst ? exporting : plain);
-      const second = await loadHalf(exportingFirst ? plain : exporting);
-      const pair = exportingFirst ? { without: second, with: first } : { without: first, with: second };
-      pairs.push(pair);
-      console.log(
-        `  pair ${i + 1}${exportingFirst ? " (exporting first)" : ""}: ${fmt(pair.without.sustained, 0)} → ${fmt(pair.with.sustained, 0)} calls/s = ` +
-          `${fmt(pair.with.sustained / pair.without.sustained)} ×; servers' CPU per call with ÷ without ${fmt(serverCpu(pair.with.cpu) / serverCpu(pair.without.cpu))}`,
-      );
-    }
-    const ratios = pairs.map((p) => p.with.sustained / p.without.sustained);
-    const failed = pairs.reduce((sum, p) => sum + p.without.failed + p.with.failed, 0);
-    let repeated = 0;
-    for (const bench of [plain, exporting]) {
-      for (const [name, stats] of Object.entries(await statsOf(bench.stack))) {
-        if (name.startsWith("executor")) repeated += stats.counters[`tool.${args.tool}.repeated_executions`] ?? 0;
-      }
-    }
-    const cpuOf = (half: "without" | "with", name: string) => fmt(median(pairs.map((p) => p[half].cpu[name] ?? 0)));
-    console.log(
-      `\nexporter's cost: throughput ratio ${fmt(median(ratios))} × (median of ${pairs.length} pairs; ${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB)`,
-    );
-    console.log(
-      `  CPU ms per call without → with (medians): stack ${fmt(median(pairs.map((p) => stackCpu(p.without.cpu))))} → ${fmt(median(pairs.map((p) => stackCpu(p.with.cpu))))}; ` +
-        Object.keys(pairs[0]!.without.cpu)
-          .map((name) => `${name} ${cpuOf("without", name)} → ${cpuOf("with", name)}`)
-          .join(", "),
-    );
-    console.log(`  failed calls ${failed}, duplicate executions ${repeated}`);
-    if (args.json) writeFileSync(args.json, JSON.stringify({ args, pairs }, null, 2));
+    await comparePairs({ base: plain, variant: exporting, what: "with an OTLP exporter" });
+    console.log(`  ${sink.requests()} exports, ${fmt(sink.bytes() / 1e6, 1)} MB`);
   } finally {
     await exporting?.close();
     await plain.close();
@@ -727,8 +758,28 @@ async function compareExporter(): Promise<void> {
   }
 }
 
+/** `--compare <checkout>`: the base is a stack of the other checkout, the variant this checkout's. */
+async function compareCheckouts(checkout: string): Promise<void> {
+  const entry = join(resolve(checkout), "packages/testkit/dist/stack.js");
+  if (!existsSync(entry)) {
+    console.error(`bench: --compare: ${entry} does not exist; build that checkout first (pnpm install && pnpm build)\n${USAGE}`);
+    process.exit(2);
+  }
+  const other = ((await import(pathToFileURL(entry).href)) as { Stack: typeof Stack }).Stack;
+  const base = await startBenchStack(undefined, other);
+  let variant: BenchStack | undefined;
+  try {
+    variant = await startBenchStack();
+    await comparePairs({ base, variant, what: `this checkout against ${checkout}` });
+  } finally {
+    await variant?.close();
+    await base.close();
+  }
+}
+
 async function main(): Promise<void> {
   if (args["otlp-compare"]) return compareExporter();
+  if (args.compare !== undefined) return compareCheckouts(args.compare);
   const runs: RunFigures[] = [];
   for (let i = 0; i < Number(args.runs); i++) runs.push(await oneRun(i));
   if (args.json) writeFileSync(args.json, JSON.stringify({ args, runs }, null, 2));
