@@ -11,6 +11,7 @@ import { Durable } from "./durable.js";
 import { LoopState } from "./loop-state.js";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunStore, type CallRecord } from "./run-store.js";
+import { testContract } from "./test-fixtures.js";
 
 // Outcomes whose calls this process does not hold, against the real stream and store. An outcome that arrives
 // before anything shows its call was proposed keeps coming back for a while instead of being given up after a few
@@ -20,20 +21,7 @@ import { RunStore, type CallRecord } from "./run-store.js";
 const principal: Principal = { tenant: "acme", subject: "alice", roles: [] };
 const subjects = subjectCatalogue(uniqueName("o"));
 const logger = createLogger({ service: "test", level: "silent" });
-const registry = ToolRegistry.from([
-  {
-    name: "lookup",
-    version: "1.0.0",
-    description: "Looks a thing up. Use it to read; never to change anything.",
-    owner: "test",
-    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
-    output_schema: { type: "object", properties: {}, additionalProperties: true },
-    side_effect: "read",
-    risk: "low",
-    timeout_ms: 1_000,
-    idempotency: { kind: "natural" },
-  },
-]);
+const registry = ToolRegistry.from([testContract("lookup")]);
 let database: Awaited<ReturnType<typeof testDatabase>>;
 let bus: NatsEventBus;
 let store: RunStore;

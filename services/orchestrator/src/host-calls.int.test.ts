@@ -12,7 +12,7 @@ import { LoopState } from "./loop-state.js";
 import { OrphanSweep } from "./orphan-sweep.js";
 import { ResourceLocks } from "./resource-locks.js";
 import { RunStore } from "./run-store.js";
-import { runRecord } from "./test-fixtures.js";
+import { runRecord, testContract } from "./test-fixtures.js";
 
 // How a host's calls are recorded, against the real stream and store: a call proposed at once is recorded once its
 // proposal is in the stream, outside the orphan sweep's slots (the sweep never reads it back); a call whose
@@ -26,32 +26,7 @@ let bus: NatsEventBus;
 let ledger: ClaimLedger;
 const subjects = subjectCatalogue(uniqueName("h"));
 const ledgerStream = `${subjects.stream}_HOST_CALLS`;
-const registry = ToolRegistry.from([
-  {
-    name: "note",
-    version: "1.0.0",
-    description: "Writes a note. Use it to keep something; never to look anything up.",
-    owner: "test",
-    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
-    output_schema: { type: "object", properties: {}, additionalProperties: true },
-    side_effect: "write",
-    risk: "low",
-    timeout_ms: 1_000,
-    idempotency: { kind: "natural" },
-  },
-  {
-    name: "lookup",
-    version: "1.0.0",
-    description: "Looks a thing up. Use it to read; never to change anything.",
-    owner: "test",
-    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
-    output_schema: { type: "object", properties: {}, additionalProperties: true },
-    side_effect: "read",
-    risk: "low",
-    timeout_ms: 1_000,
-    idempotency: { kind: "natural" },
-  },
-]);
+const registry = ToolRegistry.from([testContract("note"), testContract("lookup")]);
 
 beforeAll(async () => {
   database = await testDatabase("tg_host_calls_");

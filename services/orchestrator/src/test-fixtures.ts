@@ -1,4 +1,5 @@
 import { newRunId } from "@toolgate/contracts";
+import type { ToolContractInput } from "@toolgate/registry";
 import type { RunRecord } from "./run-store.js";
 
 /**
@@ -24,5 +25,22 @@ export function runRecord(overrides: Partial<RunRecord> = {}): RunRecord {
     created_at: now,
     updated_at: now,
     ...overrides,
+  };
+}
+
+/** A low-risk contract with one short string argument `q`: `lookup` reads, `note` writes. */
+export function testContract(name: "lookup" | "note"): ToolContractInput {
+  const reads = name === "lookup";
+  return {
+    name,
+    version: "1.0.0",
+    description: reads ? "Looks a thing up. Use it to read; never to change anything." : "Writes a note. Use it to keep something; never to look anything up.",
+    owner: "test",
+    input_schema: { type: "object", properties: { q: { type: "string", maxLength: 64 } }, required: ["q"], additionalProperties: false },
+    output_schema: { type: "object", properties: {}, additionalProperties: true },
+    side_effect: reads ? "read" : "write",
+    risk: "low",
+    timeout_ms: 1_000,
+    idempotency: { kind: "natural" },
   };
 }
