@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { callTool, resultOf, Stack, testInfra, waitFor, settledCallEvents } from "@toolgate/testkit";
@@ -5,7 +6,7 @@ import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // At most one effect per idempotency key when the same call arrives many times at once, and when different
-// calls name the same business operation.
+// calls name the same business operation; one answer for a read whose copies all ran.
 
 let stack: Stack;
 let mongo: MongoClient;
@@ -29,34 +30,60 @@ afterAll(async () => {
   await mongo?.close();
 });
 
+/** Seven more copies of a call's signed authorization, each with its own message id so the stream keeps them all. */
+async function copiesOfAuthorization(callId: string): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const subject = `${stack.name}.call.${callId}.authorized`;
+  const authorized = await waitFor(async () => (await jsm.streams.getMessage(stack.eventStream, { last_by_subj: subject }).catch(() => null)) ?? undefined, {
+    description: "policy's signed authorization",
+  });
+  const js = jetstream(nc);
+  const acks = await Promise.all(
+    Array.from({ length: 7 }, (_, i) => js.publish(subject, authorized.data, { msgID: `copy-${i}-${callId}`, headers: authorized.header })),
+  );
+  expect(acks.every((a) => !a.duplicate)).toBe(true);
+}
+
+async function everyCopyAcknowledged(): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  await waitFor(
+    async () => {
+      const info = await jsm.consumers.info(stack.eventStream, "executor");
+      return info.num_pending === 0 && info.num_ack_pending === 0;
+    },
+    { description: "all 8 copies acknowledged", timeoutMs: 30_000 },
+  );
+}
+
+describe("the same read delivered 8 times at once", () => {
+  // Each copy is a first delivery, so each runs the read before its key is claimed and publishes its answer
+  // alongside storing the key (the key is the call's own): the stream keeps one answer under its event id.
+  it("ends with one answer in the stream and one stored key; every copy is acknowledged", async () => {
+    const { callId } = await callTool(stack, "chaos_write_status", { idempotency_key: `probe-${randomUUID()}` }, { waitMs: 0 });
+    await copiesOfAuthorization(callId);
+
+    const readers = await Promise.all([1, 2, 3].map((i) => stack.startService("executor", `reader-${i}`)));
+    expect(await resultOf(stack, callId)).toMatchObject({ ok: true, data: { state: "not_applied" } });
+    await everyCopyAcknowledged();
+    const events = await settledCallEvents(stack, callId);
+    expect(events.filter((e) => ["completed", "outcome_unknown"].includes(e.type)).map((e) => e.id)).toEqual([`${callId}:completed:1`]);
+    expect(events.filter((e) => e.type === "started").map((e) => e.id)).toEqual([`${callId}:started:1`]);
+    expect(await mongo.db(`${stack.name}_runtime`).collection("idempotency_keys").countDocuments({ call_id: callId })).toBe(1);
+    // The next test queues its copies before any executor runs.
+    await Promise.all(readers.map((r) => r.stop()));
+  });
+});
+
 describe("the same call delivered 8 times at once", () => {
   it("has one effect, one start and one terminal event; every copy is acknowledged", async () => {
     const { runId, callId } = await callTool(stack, "chaos_write", { n: 42, delay_ms: 300, effect: "after_delay" }, { waitMs: 0 });
-    const jsm = await jetstreamManager(nc);
-    const stream = `${stack.name.toUpperCase()}_EVENTS`;
-    const subject = `${stack.name}.call.${callId}.authorized`;
-    const authorized = await waitFor(async () => (await jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null)) ?? undefined, {
-      description: "policy's signed authorization",
-    });
-    // Seven more copies of the signed authorization, each with its own message id so the stream keeps them all:
-    // what at-least-once delivery and duplicate publishes look like to the executors.
-    const js = jetstream(nc);
-    const acks = await Promise.all(
-      Array.from({ length: 7 }, (_, i) => js.publish(subject, authorized.data, { msgID: `copy-${i}-${callId}`, headers: authorized.header })),
-    );
-    expect(acks.every((a) => !a.duplicate)).toBe(true);
+    // What at-least-once delivery and duplicate publishes look like to the executors.
+    await copiesOfAuthorization(callId);
 
     await Promise.all([1, 2, 3].map((i) => stack.startService("executor", `executor-${i}`)));
     const result = await resultOf(stack, callId);
     expect(result).toMatchObject({ ok: true, data: { n: 42 } });
-
-    await waitFor(
-      async () => {
-        const info = await jsm.consumers.info(stream, "executor");
-        return info.num_pending === 0 && info.num_ack_pending === 0;
-      },
-      { description: "all 8 copies acknowledged", timeoutMs: 30_000 },
-    );
+    await everyCopyAcknowledged();
     const key = `chaos_write:${runId}:${callId}`;
     expect(await tools.collection("effects").countDocuments({ idempotency_key: key })).toBe(1);
     const events = await settledCallEvents(stack, callId);
