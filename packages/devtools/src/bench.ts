@@ -20,7 +20,9 @@
  *
  * `--compare <checkout>` takes the same turns between a stack of another built checkout of the repository (the
  * base of a change, say: `git worktree add ../base main`, then `pnpm install && pnpm build` there) and one of this
- * checkout, so a change's effect is a ratio measured side by side. `--concurrency 1` compares idle calls.
+ * checkout, so a change's effect is a ratio measured side by side. `--concurrency 1` compares idle calls,
+ * `--rate <calls/s>` latency under a steady load (an open loop at that rate). `--env NAME=v,…` sets the services
+ * of this checkout's stack only: `--compare . --env X=1` compares a setting against its default.
  *
  * The paced phase starts calls at a fixed rate whatever their latency. By default (`--rate auto`) that rate is
  * half the throughput just measured, so it shows latency under a steady load the stack can carry.
@@ -40,13 +42,13 @@ import { Pool } from "undici";
 import { commandLineOrExit, envPairs } from "./command-line.js";
 import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, slowest, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
-import { cpuSpent, readCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
+import { busyShare, cpuSpent, readCpu, readMachineCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
 import { stopOnInterrupt } from "./interrupts.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
        [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--warmup 5000] [--baseline] [--otlp-compare]
-       [--otlp-env OTEL_X=v,…] [--compare <checkout>] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
+       [--otlp-env OTEL_X=v,…] [--env NAME=v,…] [--compare <checkout>] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
 Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
 
 const args = commandLineOrExit("bench", USAGE, {
@@ -63,6 +65,7 @@ const args = commandLineOrExit("bench", USAGE, {
   baseline: { type: "boolean", default: false },
   "otlp-compare": { type: "boolean", default: false },
   "otlp-env": { type: "string", default: "" },
+  env: { type: "string", default: "" },
   /** Another built checkout of the repository, whose stack takes turns with this checkout's. */
   compare: { type: "string" },
   "mongo-rtt-ms": { type: "string", default: "0.5" },
@@ -72,6 +75,7 @@ const args = commandLineOrExit("bench", USAGE, {
 });
 
 const OTLP_ENV = otlpEnv(args["otlp-env"]);
+const EXTRA_ENV = extraEnv(args.env);
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 const MONGO_URL = process.env.TOOLGATE_TEST_MONGO_URL ?? process.env.MONGO_URL ?? "mongodb://127.0.0.1:27117";
@@ -274,10 +278,16 @@ interface RunFigures {
   cpu: Record<string, number>;
   /** CPU ms per call of the idle phase (one call at a time), per process group. */
   idleCpu: Record<string, number>;
+  /** CPU ms per call of the paced phase (half of capacity), per process group: less batches than under load. */
+  pacedCpu: Record<string, number>;
+  /** How busy the cores were in the paced phase (1: both of them all the time). */
+  pacedBusy: number;
   /** Per service: database commands (`db.<command>.<role>.<collection>`) and publishes per call under load. */
   counters: Record<string, Record<string, number>>;
   /** The same, per call of the idle phase (nothing batches there). */
   idleCounters: Record<string, Record<string, number>>;
+  /** The same, per call of the paced phase. */
+  pacedCounters: Record<string, Record<string, number>>;
   path: PathSummary | undefined;
   /** Where a paced call's time went: every call's medians, and those of the slowest 1 % (its p99 tail). */
   pacedPath: { every: PathSummary; tail: PathSummary } | undefined;
@@ -302,6 +312,17 @@ function perCall(ms: Record<string, number>, calls: number): Record<string, numb
 /** `<stack>_tools` holds what the benchmark tools do (their effect ledger); the rest is the runtime's. */
 function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
   return (command) => (command.includes(`.${stack}_tools.`) ? "tool" : "runtime");
+}
+
+/**
+ * `--env`: comma-separated `NAME=value` pairs for the services of this checkout (not those of `--compare`'s),
+ * so that a setting is compared side by side: `--compare . --env EXECUTOR_KEY_LINGER_MS=0`.
+ */
+function extraEnv(list: string): Record<string, string> {
+  const pairs = envPairs(list, "");
+  if (pairs.ok) return pairs.env;
+  console.error(`bench: --env: ${pairs.error}\n${USAGE}`);
+  process.exit(2);
 }
 
 /** `--otlp-env`: comma-separated `OTEL_*=value` pairs; anything else is a usage error (exit 2). */
@@ -383,9 +404,14 @@ async function oneRun(index: number): Promise<RunFigures> {
     const counters = countersPerCall(traced, afterLoad, loaded.calls);
 
     const rate = args.rate === "auto" ? Math.max(1, Math.round(saturated.rate / 2)) : Number(args.rate);
+    const pacedCpuBefore = readCpu(cpuGroups);
+    const pacedClientBefore = process.cpuUsage();
+    const pacedMachineBefore = readMachineCpu();
     const pacedPhase = await openLoop(clients, rate, Math.min(10, Number(args.duration)));
     const paced = summarize(`paced at ${rate} calls/s`, pacedPhase);
     await stack.quiesce();
+    const pacedBusy = busyShare(pacedMachineBefore, readMachineCpu());
+    const pacedCpu = perCall({ ...cpuSpent(pacedCpuBefore, readCpu(cpuGroups)), [CLIENT_CPU]: clientCpuMs(pacedClientBefore) }, pacedPhase.calls);
     // PostgreSQL publishes a backend's table counters at most once a second.
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     const tablesAfter = await readTableStats(PG_URL, stack.name);
@@ -416,8 +442,11 @@ async function oneRun(index: number): Promise<RunFigures> {
       duplicates: effects.duplicates.length + repeated,
       cpu,
       idleCpu,
+      pacedCpu,
+      pacedBusy,
       counters: renameDatabases(counters, stack.name),
       idleCounters: renameDatabases(idleCounters, stack.name),
+      pacedCounters: renameDatabases(countersPerCall(afterLoad, final, pacedPhase.calls), stack.name),
       path: path && renamePath(path, stack.name),
       pacedPath: pacedEvery && pacedTail ? { every: renamePath(pacedEvery, stack.name), tail: renamePath(pacedTail, stack.name) } : undefined,
       tables: tables?.map((t) => ({ ...t, collection: t.collection.replace(`${stack.name}_`, "") })),
@@ -452,6 +481,7 @@ async function startBenchStack(otlpEndpoint?: string, stacks: typeof Stack = Sta
     logLevel: "warn",
     extraEnv: {
       STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
+      ...(stacks === Stack ? EXTRA_ENV : {}),
       ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
     },
   });
@@ -567,18 +597,29 @@ function report(runs: RunFigures[]): void {
 
   const cpu = medianOf(runs.map((r) => r.cpu));
   const idleCpu = medianOf(runs.map((r) => r.idleCpu));
+  const pacedCpu = medianOf(runs.map((r) => r.pacedCpu));
   const servers = Object.keys(SERVER_CPU_GROUPS);
   const services = Object.keys(cpu).filter((k) => !servers.includes(k) && k !== CLIENT_CPU);
-  const row = (name: string, load: number, idle: number, note = "") =>
-    console.log(`  ${name.padEnd(16)} ${fmt(load).padStart(10)} ${fmt(idle).padStart(9)}${note}`);
+  const row = (name: string, load: number, half: number, idle: number, note = "") =>
+    console.log(`  ${name.padEnd(16)} ${fmt(load).padStart(10)} ${fmt(half).padStart(9)} ${fmt(idle).padStart(9)}${note}`);
   // At rest a call wakes every process on its way one after the other, on caches others have filled since: the
-  // idle column is several times the loaded one, and it is what an idle call's latency is made of.
-  console.log(`\nCPU per call (ms, median of runs):   under load      idle`);
-  for (const k of [...services, ...servers]) row(k, cpu[k] ?? 0, idleCpu[k] ?? 0);
+  // idle column is several times the loaded one, and it is what an idle call's latency is made of. At half of
+  // capacity less batches than under load, so a call costs more there too.
+  console.log(`\nCPU per call (ms, median of runs):   under load     paced      idle`);
+  for (const k of [...services, ...servers]) row(k, cpu[k] ?? 0, pacedCpu[k] ?? 0, idleCpu[k] ?? 0);
   const total = stackCpu(cpu);
   const sumWithout = (record: Record<string, number>, keys: string[]) => keys.reduce((s, k) => s + (record[k] ?? 0), 0);
-  row("whole stack", total, stackCpu(idleCpu), `  (under load: services ${fmt(sumWithout(cpu, services))}, servers ${fmt(sumWithout(cpu, servers))})`);
-  row(CLIENT_CPU, cpu[CLIENT_CPU] ?? 0, idleCpu[CLIENT_CPU] ?? 0, "  (this benchmark's own HTTP clients, on the same cores)");
+  row(
+    "whole stack",
+    total,
+    stackCpu(pacedCpu),
+    stackCpu(idleCpu),
+    `  (under load: services ${fmt(sumWithout(cpu, services))}, servers ${fmt(sumWithout(cpu, servers))})`,
+  );
+  row(CLIENT_CPU, cpu[CLIENT_CPU] ?? 0, pacedCpu[CLIENT_CPU] ?? 0, idleCpu[CLIENT_CPU] ?? 0, "  (this benchmark's own HTTP clients, on the same cores)");
+  console.log(
+    `  ${"cores busy".padEnd(16)} ${"".padStart(10)} ${`${fmt(median(runs.map((r) => r.pacedBusy * 100)), 0)} %`.padStart(9)}  (the machine's, over the paced phase)`,
+  );
   const bareCpu = runs.map((r) => (r.bare ? sumOf(r.bare.cpuMsPerCall) : Number.NaN)).filter((v) => Number.isFinite(v));
   if (bareCpu.length > 0) console.log(`  ${"× bare".padEnd(14)} ${fmt(total / median(bareCpu))}  (bare pipeline ${fmt(median(bareCpu))} ms per call)`);
 
@@ -599,15 +640,11 @@ function report(runs: RunFigures[]): void {
     for (const [k, v] of pub.sort((a, b) => b[1] - a[1])) console.log(`      ${fmt(v, 3).padStart(6)}  publish ${k.slice("bus.publish.".length)}`);
   }
   console.log(`  all services   db ${fmt(commands)} commands, ${fmt(publishes)} publishes per call`);
-  const idleCommands = median(
-    runs.map((r) =>
-      Object.values(r.idleCounters)
-        .flatMap((c) => Object.entries(c))
-        .filter(([k]) => k.startsWith("db."))
-        .reduce((sum, [, v]) => sum + v, 0),
-    ),
-  );
+  const idleCommands = median(runs.map((r) => dbCommands(r.idleCounters)));
   console.log(`  idle (one call at a time, nothing to batch with): db ${fmt(idleCommands)} commands per call`);
+  const pacedCommands = median(runs.map((r) => dbCommands(r.pacedCounters)));
+  const pacedRates = runs.map((r) => r.rate).join("/");
+  console.log(`  paced (${pacedRates} calls/s): db ${fmt(pacedCommands)} commands per call`);
 
   const tables = runs.map((r) => r.tables).find((t) => t !== undefined);
   if (tables) {
@@ -655,6 +692,14 @@ function stackCpu(cpu: Record<string, number>): number {
   return sumOf(cpu) - (cpu[CLIENT_CPU] ?? 0);
 }
 
+/** Database commands per call, all services together. */
+function dbCommands(counters: Record<string, Record<string, number>>): number {
+  return Object.values(counters)
+    .flatMap((c) => Object.entries(c))
+    .filter(([k]) => k.startsWith("db."))
+    .reduce((sum, [, v]) => sum + v, 0);
+}
+
 function sumOf(record: Record<string, number>): number {
   return Object.values(record).reduce((s, v) => s + v, 0);
 }
@@ -667,13 +712,19 @@ interface Half {
   sustained: number;
   /** Median latency of the half's calls, ms. */
   p50: number;
+  /** 99th percentile of the half's latencies, ms. */
+  p99: number;
   /** CPU ms per call, per process group (the servers' counted in both halves). */
   cpu: Record<string, number>;
 }
 
 async function loadHalf(bench: BenchStack): Promise<Half> {
   const before = readCpu(bench.cpuGroups);
-  const loaded = await closedLoop(bench.clients, Number(args.concurrency), Number(args.duration));
+  // `--rate <calls/s>`: an open loop at that rate (latency under a steady load) instead of a closed one.
+  const loaded =
+    args.rate === "auto"
+      ? await closedLoop(bench.clients, Number(args.concurrency), Number(args.duration))
+      : await openLoop(bench.clients, Number(args.rate), Number(args.duration));
   const drainStarted = performance.now();
   await bench.stack.quiesce();
   const seconds = loaded.seconds + (performance.now() - drainStarted) / 1000;
@@ -682,6 +733,10 @@ async function loadHalf(bench: BenchStack): Promise<Half> {
     failed: loaded.failed,
     sustained: loaded.calls / seconds,
     p50: median(loaded.latencies),
+    p99: percentile(
+      [...loaded.latencies].sort((a, b) => a - b),
+      99,
+    ),
     cpu: perCall(cpuSpent(before, readCpu(bench.cpuGroups)), loaded.calls),
   };
 }
@@ -704,7 +759,8 @@ async function comparePairs({ base, variant, what }: Comparison): Promise<{ base
     await warmUp(bench.clients);
     await bench.stack.quiesce();
   }
-  console.log(`${args.runs} pairs of ${args.duration} s at ${args.concurrency} in flight, base and ${what} (${args.tool}):`);
+  const load = args.rate === "auto" ? `at ${args.concurrency} in flight` : `paced at ${args.rate} calls/s`;
+  console.log(`${args.runs} pairs of ${args.duration} s ${load}, base and ${what} (${args.tool}):`);
   const pairs: { base: Half; variant: Half }[] = [];
   for (let i = 0; i < Number(args.runs); i++) {
     const variantFirst = i % 2 === 1;
@@ -714,7 +770,8 @@ async function comparePairs({ base, variant, what }: Comparison): Promise<{ base
     pairs.push(pair);
     console.log(
       `  pair ${i + 1}${variantFirst ? " (variant first)" : ""}: ${fmt(pair.base.sustained, 0)} → ${fmt(pair.variant.sustained, 0)} calls/s = ` +
-        `${fmt(pair.variant.sustained / pair.base.sustained)} ×, p50 ${fmt(pair.base.p50)} → ${fmt(pair.variant.p50)} ms; ` +
+        `${fmt(pair.variant.sustained / pair.base.sustained)} ×, p50 ${fmt(pair.base.p50)} → ${fmt(pair.variant.p50)} ms, ` +
+        `p99 ${fmt(pair.base.p99)} → ${fmt(pair.variant.p99)} ms; ` +
         `stack's CPU per call ${fmt(stackCpu(pair.variant.cpu) / stackCpu(pair.base.cpu))} ×, servers' ${fmt(serverCpu(pair.variant.cpu) / serverCpu(pair.base.cpu))} ×`,
     );
   }
@@ -728,7 +785,7 @@ async function comparePairs({ base, variant, what }: Comparison): Promise<{ base
   }
   const cpuOf = (half: "base" | "variant", name: string) => fmt(median(pairs.map((p) => p[half].cpu[name] ?? 0)));
   console.log(
-    `\n${what}, medians of ${pairs.length} pairs' ratios to base: throughput ${ratio((h) => h.sustained)} ×, p50 ${ratio((h) => h.p50)} ×, ` +
+    `\n${what}, medians of ${pairs.length} pairs' ratios to base: throughput ${ratio((h) => h.sustained)} ×, p50 ${ratio((h) => h.p50)} ×, p99 ${ratio((h) => h.p99)} ×, ` +
       `stack's CPU per call ${ratio((h) => stackCpu(h.cpu))} ×`,
   );
   console.log(
