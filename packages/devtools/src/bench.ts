@@ -278,7 +278,7 @@ interface RunFigures {
   cpu: Record<string, number>;
   /** CPU ms per call of the idle phase (one call at a time), per process group. */
   idleCpu: Record<string, number>;
-  /** CPU ms per call of the paced phase (half of capacity), per process group: less batches than under load. */
+  /** CPU ms per call of the paced phase (half of capacity), per process group: batched less than under load. */
   pacedCpu: Record<string, number>;
   /** How busy the cores were in the paced phase (1: both of them all the time). */
   pacedBusy: number;
@@ -316,7 +316,7 @@ function commandOwner(stack: string): (command: string) => "runtime" | "tool" {
 
 /**
  * `--env`: comma-separated `NAME=value` pairs for the services of this checkout (not those of `--compare`'s),
- * so that a setting is compared side by side: `--compare . --env EXECUTOR_KEY_LINGER_MS=0`.
+ * so that a setting is compared side by side: `--compare . --env AUDIT_LINGER_MS=0`.
  */
 function extraEnv(list: string): Record<string, string> {
   const pairs = envPairs(list, "");
@@ -604,7 +604,7 @@ function report(runs: RunFigures[]): void {
     console.log(`  ${name.padEnd(16)} ${fmt(load).padStart(10)} ${fmt(half).padStart(9)} ${fmt(idle).padStart(9)}${note}`);
   // At rest a call wakes every process on its way one after the other, on caches others have filled since: the
   // idle column is several times the loaded one, and it is what an idle call's latency is made of. At half of
-  // capacity less batches than under load, so a call costs more there too.
+  // capacity calls batch less than under load, so a call costs more there too.
   console.log(`\nCPU per call (ms, median of runs):   under load     paced      idle`);
   for (const k of [...services, ...servers]) row(k, cpu[k] ?? 0, pacedCpu[k] ?? 0, idleCpu[k] ?? 0);
   const total = stackCpu(cpu);
