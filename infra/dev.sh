@@ -203,7 +203,12 @@ FERRETDB_POOL=560
 # no expression index can serve: every update of a keyed host request scanned its whole collection. Custom
 # plans see the field name and use the `_id` index (see infra/ferretdb/gin-indexes.sql). The test stacks'
 # private FerretDB servers (packages/testkit/src/private-servers.ts) connect with the same setting.
-FERRETDB_PG_OPTIONS="pool_max_conns=$FERRETDB_POOL&plan_cache_mode=force_custom_plan"
+# Values larger than ~2 KB (audit's blocks: one string of ~75 KB per dozen calls) are compressed with lz4
+# instead of PostgreSQL's default pglz. pglz was most of PostgreSQL's CPU per block: FerretDB inserting 120
+# blocks of 60 events, 1.8–2.3 against 1.0–1.2 ms of PostgreSQL's CPU per block; in `bench.js`, three alternating
+# pairs, PostgreSQL 0.32–0.33 against 0.25–0.26 ms per call and 1.03–1.09 × the sustained throughput. Small
+# documents (keys, results) are not compressed either way.
+FERRETDB_PG_OPTIONS="pool_max_conns=$FERRETDB_POOL&plan_cache_mode=force_custom_plan&default_toast_compression=lz4"
 # One OS thread runs FerretDB's Go code (GOMAXPROCS=1). With two, on this two-core VM, goroutines were handed
 # between threads on every request, and each hand-off is a wake-up on the other core: three alternating pairs of
 # `bench.js --runs 1` gave FerretDB 3.3–3.75 against 4.95–5.2 ms of CPU per idle call (0.55–0.65 against

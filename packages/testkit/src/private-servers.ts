@@ -365,8 +365,9 @@ export class PrivateFerretDb extends PrivateServer {
       binary,
       [
         "--handler=postgresql",
-        // Custom plans, as infra/dev.sh's server: a generic plan of FerretDB's `_jsonb -> $1 @> $2` uses no index.
-        `--postgresql-url=postgres://${PG.user}@${PG.host}:${PG.port}/${this.#database}?pool_max_conns=40&plan_cache_mode=force_custom_plan`,
+        // Custom plans, as infra/dev.sh's server: a generic plan of FerretDB's `_jsonb -> $1 @> $2` uses no index;
+        // and lz4 for large values, as there.
+        `--postgresql-url=postgres://${PG.user}@${PG.host}:${PG.port}/${this.#database}?pool_max_conns=40&plan_cache_mode=force_custom_plan&default_toast_compression=lz4`,
         `--listen-addr=127.0.0.1:${this.port}`,
         "--telemetry=disable",
         `--state-dir=${this.#stateDir}`,
