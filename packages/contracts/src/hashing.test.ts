@@ -1,3 +1,5 @@
+import canonicalize from "canonicalize";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalHash, canonicalJson, sha256 } from "./hashing.js";
 
@@ -38,6 +40,26 @@ describe("canonicalJson / canonicalHash (RFC 8785)", () => {
     expect(canonicalHash({ a: 1 })).toMatch(/^sha256:[0-9a-f]{64}$/);
   });
 
+  it("writes what the reference implementation of RFC 8785 writes, for any JSON value", () => {
+    // `canonicalize` is the implementation by the RFC's authors; full unicode strings and keys, every number.
+    const json = fc.jsonValue({ maxDepth: 4, stringUnit: "binary" });
+    fc.assert(
+      fc.property(json, (value) => {
+        expect(canonicalJson(value)).toBe(canonicalize(value));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("serializes what a value's toJSON returns, leaves out undefined members and writes undefined in an array as null", () => {
+    const at = new Date("2026-12-07T10:00:00.000Z");
+    expect(canonicalJson({ b: at, a: undefined, c: [undefined, 1] })).toBe('{"b":"2026-12-07T10:00:00.000Z","c":[null,1]}');
+    expect(canonicalJson({ b: at, c: [undefined, 1] })).toBe(canonicalize({ b: at, c: [undefined, 1] }));
+    // The same object twice is not a cycle.
+    const shared = { x: 1 };
+    expect(canonicalJson([shared, { shared }])).toBe('[{"x":1},{"shared":{"x":1}}]');
+  });
+
   it.each<[string, unknown]>([
     ["undefined", undefined],
     ["a function", () => 1],
@@ -48,6 +70,8 @@ describe("canonicalJson / canonicalHash (RFC 8785)", () => {
     ["Infinity", [Number.POSITIVE_INFINITY]],
     ["a BigInt", { n: 1n }],
     ["a lone surrogate", { s: "\ud800" }],
+    ["a lone surrogate in a key", { "\udc00": 1 }],
+    ["a toJSON that returns undefined", { a: { toJSON: () => undefined } }],
     [
       "a circular structure",
       (() => {
