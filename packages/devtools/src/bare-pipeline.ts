@@ -29,8 +29,19 @@ import { nanos, type NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import { processCpuMs } from "./process-cpu.js";
 
+/**
+ * Which messages a call makes. `hops`: Toolgate's hops alone, three events (proposed, authorized, completed).
+ * `toolgate`: every message a no-op host call makes in Toolgate, still without logic or database: a claim on a
+ * ledger stream (a publish expecting an empty subject) before `proposed`, `started` alongside `completed`, and
+ * `result_attached` once the call is answered; audit reads the five events. The first is the yardstick the issue
+ * sets; the second says how much of the distance to it is the bus carrying more messages per call.
+ */
+export type BareMessages = "hops" | "toolgate";
+
 export interface BarePipelineOptions {
   natsUrl: string;
+  /** Default `hops`. */
+  messages?: BareMessages;
   /** Calls in flight during the throughput phase (closed loop). */
   concurrency: number;
   durationS: number;
@@ -60,6 +71,7 @@ type Role = (typeof ROLES)[number];
 /** What the parent hands each child on its command line. */
 interface ChildConfig {
   natsUrl: string;
+  messages: BareMessages;
   stream: string;
   prefix: string;
   concurrency: number;
@@ -85,7 +97,8 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
   }
   const prefix = `bare${randomBytes(4).toString("hex")}`;
   const stream = `${prefix.toUpperCase()}_EVENTS`;
-  const config: ChildConfig = { ...options, stream, prefix };
+  const claims = `${prefix.toUpperCase()}_CLAIMS`;
+  const config: ChildConfig = { ...options, messages: options.messages ?? "hops", stream, prefix };
   const nc = await connect({ servers: options.natsUrl.split(","), name: `${prefix}-parent` });
   const jsm = await jetstreamManager(nc);
   const children: Child[] = [];
@@ -99,6 +112,16 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
       num_replicas: 1,
       duplicate_window: nanos(120_000),
     });
+    if (config.messages === "toolgate") {
+      await jsm.streams.add({
+        name: claims,
+        subjects: [`${prefix}.claim.>`],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        discard: DiscardPolicy.Old,
+        num_replicas: 1,
+      });
+    }
     // Every consumer exists before any child starts, so no message can be published ahead of its reader.
     const filters: Record<Role, string | undefined> = {
       orchestrator: `${prefix}.call.*.completed`,
@@ -150,11 +173,13 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
     return { idle, throughput, cpuMsPerCall };
   } finally {
     await Promise.all(children.map((child) => child.stop()));
-    try {
-      await jsm.streams.delete(stream);
-    } catch (error) {
-      // Never mask the run's own error; an absent stream (creation failed) is expected here.
-      console.error(`bare pipeline: could not delete stream ${stream}:`, error);
+    for (const name of config.messages === "toolgate" ? [stream, claims] : [stream]) {
+      try {
+        await jsm.streams.delete(name);
+      } catch (error) {
+        // Never mask the run's own error; an absent stream (creation failed) is expected here.
+        console.error(`bare pipeline: could not delete stream ${name}:`, error);
+      }
     }
     await nc.close();
   }
@@ -379,10 +404,20 @@ async function runRole(role: Role, config: ChildConfig): Promise<void> {
       break;
     }
     case "policy":
-      onMessage = workerRole(js, config, inFlight, "authorized", authorizedEvent);
+      onMessage = workerRole(js, config, inFlight, [["authorized", authorizedEvent]]);
       break;
     case "executor":
-      onMessage = workerRole(js, config, inFlight, "completed", completedEvent);
+      onMessage = workerRole(
+        js,
+        config,
+        inFlight,
+        config.messages === "toolgate"
+          ? [
+              ["started", startedEvent],
+              ["completed", completedEvent],
+            ]
+          : [["completed", completedEvent]],
+      );
       break;
     case "audit":
       onMessage = (msg) => {
@@ -417,27 +452,26 @@ async function runRole(role: Role, config: ChildConfig): Promise<void> {
   await nc.drain();
 }
 
+type EventBuilder = (input: Record<string, unknown>, callId: string) => Record<string, unknown>;
+
 /**
- * Policy and executor: turn each delivered event into the next one. Handlers overlap, so one message's PubAck
- * round trip never holds up the next delivery; the consumer's max_ack_pending ({@link WORKER_SLOTS}) bounds
- * how many run at once, since a delivery is acked only after its successor's PubAck.
+ * Policy and executor: turn each delivered event into the next ones, published in order without waiting for each
+ * other (as the executor sends a read's `started` ahead of its `completed`). Handlers overlap, so one message's
+ * PubAck round trip never holds up the next delivery; the consumer's max_ack_pending ({@link WORKER_SLOTS})
+ * bounds how many run at once, since a delivery is acked only after its successors' PubAcks.
  */
-function workerRole(
-  js: JetStreamClient,
-  config: ChildConfig,
-  inFlight: Set<Promise<void>>,
-  next: "authorized" | "completed",
-  build: (input: Record<string, unknown>, callId: string) => Record<string, unknown>,
-): OnMessage {
+function workerRole(js: JetStreamClient, config: ChildConfig, inFlight: Set<Promise<void>>, next: readonly (readonly [string, EventBuilder])[]): OnMessage {
   return (msg) => {
     const callId = callIdOf(msg.subject);
-    const data = encoder.encode(JSON.stringify(build(parseObject(msg.string()), callId)));
-    const task: Promise<void> = js
-      .publish(`${config.prefix}.call.${callId}.${next}`, data, { msgID: `${callId}:${next}:1` })
+    const input = parseObject(msg.string());
+    const publishes = next.map(([type, build]) =>
+      js.publish(`${config.prefix}.call.${callId}.${type}`, encoder.encode(JSON.stringify(build(input, callId))), { msgID: `${callId}:${type}:1` }),
+    );
+    const task: Promise<void> = Promise.all(publishes)
       .then(
         () => msg.ack(),
         (error: unknown) => {
-          console.error(`publishing ${next} for ${callId} failed:`, error);
+          console.error(`publishing ${next.map(([type]) => type).join(", ")} for ${callId} failed:`, error);
           msg.nak();
         },
       )
@@ -446,15 +480,24 @@ function workerRole(
   };
 }
 
-/** The load generator: publishes `proposed`, and a call ends when its `completed` is delivered. */
+/**
+ * The load generator: publishes `proposed`, and a call ends when its `completed` is delivered. With Toolgate's
+ * messages a call first claims its key on the ledger stream, and its `result_attached` follows the answer.
+ */
 function orchestratorRole(nc: NatsConnection, js: JetStreamClient, config: ChildConfig): { onMessage: OnMessage; drive: () => Promise<void> } {
   const waiting = new Map<string, () => void>();
+  const full = config.messages === "toolgate";
   const onMessage: OnMessage = (msg) => {
-    parseObject(msg.string());
+    const completed = parseObject(msg.string());
     msg.ack();
     const callId = callIdOf(msg.subject);
     waiting.get(callId)?.();
     waiting.delete(callId);
+    if (!full) return;
+    const data = encoder.encode(JSON.stringify(resultAttachedEvent(completed, callId)));
+    js.publish(`${config.prefix}.call.${callId}.result_attached`, data, { msgID: `${callId}:result_attached:1` }).catch((error: unknown) =>
+      console.error(`publishing result_attached for ${callId} failed:`, error),
+    );
   };
 
   const runId = `run_${randomUUID().replaceAll("-", "")}`;
@@ -464,6 +507,12 @@ function orchestratorRole(nc: NatsConnection, js: JetStreamClient, config: Child
     // Registered before publishing: the completion can overtake the PubAck.
     const done = new Promise<void>((resolve) => waiting.set(callId, resolve));
     const data = encoder.encode(JSON.stringify(proposedEvent(callId, runId)));
+    if (full) {
+      const claim = encoder.encode(
+        JSON.stringify({ run_id: runId, call_id: callId, provider_call_id: `call_${callId.slice(5, 29)}`, tool_name: "bench.noop" }),
+      );
+      await js.publish(`${config.prefix}.claim.${runId}.${callId}`, claim, { msgID: `${callId}:claim`, expect: { lastSubjectSequence: 0 } });
+    }
     await js.publish(`${config.prefix}.call.${callId}.proposed`, data, { msgID: `${callId}:proposed:1` });
     await done;
     return performance.now() - started;
@@ -568,6 +617,38 @@ function authorizedEvent(input: Record<string, unknown>, callId: string): Record
         signature: SIGNATURE,
       },
     },
+  };
+}
+
+function startedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
+  return {
+    id: `${callId}:started:3`,
+    kind: "call",
+    type: "started",
+    call_id: callId,
+    run_id: input.run_id,
+    seq: 3,
+    occurred_at: new Date().toISOString(),
+    causation_id: input.id,
+    principal: input.principal,
+    traceparent: input.traceparent,
+    data: { executor: "bench-executor-1", attempt: 1, idempotency_key_hash: `sha256:${"0".repeat(64)}` },
+  };
+}
+
+function resultAttachedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
+  return {
+    id: `${callId}:result_attached:5`,
+    kind: "call",
+    type: "result_attached",
+    call_id: callId,
+    run_id: input.run_id,
+    seq: 5,
+    occurred_at: new Date().toISOString(),
+    causation_id: input.id,
+    principal: input.principal,
+    traceparent: input.traceparent,
+    data: { provider_call_id: `call_${callId.slice(5, 29)}`, ok: true },
   };
 }
 

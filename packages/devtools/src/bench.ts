@@ -8,7 +8,9 @@
  * nothing), `bench_sleep` records each effect in its ledger. Median of several runs.
  *
  * `--baseline` also runs, in the same invocation and before each run, a bare JetStream pipeline with
- * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it.
+ * Toolgate's hops and no logic or database, and prints Toolgate's ratio to it. `--bare-messages toolgate` has that
+ * pipeline make every message a no-op host call makes in Toolgate (a ledger claim, five events; see
+ * `BareMessages`), so the ratio to it leaves out what the bus costs for the extra messages.
  *
  * `--otlp-compare` measures what exporting spans costs instead: it starts two stacks side by side, one with every
  * service exporting its spans over OTLP/HTTP (protobuf, Toolgate's batch defaults) to a sink on loopback that
@@ -40,14 +42,14 @@ import { duplicateEffects } from "@toolgate/test-toolsets";
 import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { commandLineOrExit, envPairs } from "./command-line.js";
-import { runBarePipeline, type BarePipelineResult } from "./bare-pipeline.js";
+import { runBarePipeline, type BareMessages, type BarePipelineResult } from "./bare-pipeline.js";
 import { criticalPath, slowest, summarizePaths, type ClientCall, type PathSummary, type Step } from "./critical-path.js";
 import { busyShare, cpuSpent, readCpu, readMachineCpu, SERVER_CPU_GROUPS, type CpuGroup } from "./process-cpu.js";
 import { stopOnInterrupt } from "./interrupts.js";
 import { readTableStats, tableDeltas, type TableStats } from "./postgres-stats.js";
 
 const USAGE = `usage: node packages/devtools/dist/bench.js [--runs 3] [--duration 15] [--concurrency 64] [--rate auto|<calls/s>]
-       [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--warmup 5000] [--baseline] [--otlp-compare]
+       [--executors 1] [--tool bench_noop|bench_sleep] [--sleep-ms 20] [--idle-calls 300] [--warmup 5000] [--baseline] [--bare-messages hops|toolgate] [--otlp-compare]
        [--otlp-env OTEL_X=v,…] [--env NAME=v,…] [--compare <checkout>] [--mongo-rtt-ms 0.5] [--idempotency-keys] [--json <file>]
 Drives no-op tool calls through the four services and accounts for every millisecond (see the README, "Performance").`;
 
@@ -63,6 +65,7 @@ const args = commandLineOrExit("bench", USAGE, {
   /** Calls each stack serves before anything is measured (see {@link warmUp}). */
   warmup: { type: "string", default: "5000" },
   baseline: { type: "boolean", default: false },
+  "bare-messages": { type: "string", default: "hops" },
   "otlp-compare": { type: "boolean", default: false },
   "otlp-env": { type: "string", default: "" },
   env: { type: "string", default: "" },
@@ -75,6 +78,9 @@ const args = commandLineOrExit("bench", USAGE, {
 });
 
 const OTLP_ENV = otlpEnv(args["otlp-env"]);
+const BARE_MESSAGES = bareMessages(args["bare-messages"]);
+/** How the output names a bare pipeline that makes Toolgate's messages. */
+const BARE_LABEL = BARE_MESSAGES === "toolgate" ? " (Toolgate's messages)" : "";
 const EXTRA_ENV = extraEnv(args.env);
 
 const NATS_URL = process.env.TOOLGATE_TEST_NATS_URL ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
@@ -325,6 +331,13 @@ function extraEnv(list: string): Record<string, string> {
   process.exit(2);
 }
 
+/** `--bare-messages`: `hops` or `toolgate`; anything else is a usage error (exit 2). */
+function bareMessages(value: string): BareMessages {
+  if (value === "hops" || value === "toolgate") return value;
+  console.error(`bench: --bare-messages must be hops or toolgate, got ${JSON.stringify(value)}\n${USAGE}`);
+  process.exit(2);
+}
+
 /** `--otlp-env`: comma-separated `OTEL_*=value` pairs; anything else is a usage error (exit 2). */
 function otlpEnv(list: string): Record<string, string> {
   const pairs = envPairs(list, "OTEL_");
@@ -361,9 +374,15 @@ async function oneRun(index: number): Promise<RunFigures> {
   const concurrency = Number(args.concurrency);
   let bare: BarePipelineResult | undefined;
   if (args.baseline) {
-    bare = await runBarePipeline({ natsUrl: NATS_URL, concurrency, durationS: Number(args.duration), idleCalls: Number(args["idle-calls"]) });
+    bare = await runBarePipeline({
+      natsUrl: NATS_URL,
+      messages: BARE_MESSAGES,
+      concurrency,
+      durationS: Number(args.duration),
+      idleCalls: Number(args["idle-calls"]),
+    });
     console.log(
-      `run ${index + 1}: bare JetStream pipeline: ${bare.throughput.rate.toFixed(0)} calls/s at ${concurrency} in flight, idle p50 ${bare.idle.p50.toFixed(2)} ms p99 ${bare.idle.p99.toFixed(2)} ms`,
+      `run ${index + 1}: bare JetStream pipeline${BARE_LABEL}: ${bare.throughput.rate.toFixed(0)} calls/s at ${concurrency} in flight, idle p50 ${bare.idle.p50.toFixed(2)} ms p99 ${bare.idle.p99.toFixed(2)} ms`,
     );
   }
   const bench = await startBenchStack();
@@ -553,7 +572,7 @@ function report(runs: RunFigures[]): void {
   if (bare.length === runs.length && bare.length > 0) {
     const ratios = runs.map((r) => r.sustained / r.bare!.throughput.rate);
     console.log(
-      `  bare pipeline        ${fmt(median(bare.map((b) => b.throughput.rate)), 0)} calls/s, idle p50 ${fmt(median(bare.map((b) => b.idle.p50)))} ms` +
+      `  ${`bare pipeline${BARE_LABEL}`.padEnd(20)} ${fmt(median(bare.map((b) => b.throughput.rate)), 0)} calls/s, idle p50 ${fmt(median(bare.map((b) => b.idle.p50)))} ms` +
         ` p99 ${fmt(median(bare.map((b) => b.idle.p99)))} ms; CPU ${fmt(median(bare.map((b) => sumOf(b.cpuMsPerCall))))} ms per call`,
     );
     console.log(
