@@ -92,6 +92,12 @@ describe("parseEvent", () => {
     );
   });
 
+  it("refuses a short text of unclosed brackets as not JSON, without scanning its depth", () => {
+    const open = "[".repeat(2 * MAX_EVENT_DEPTH - 1);
+    expect(rejection(parseEvent(bytes(open), LIMIT)).reason).toBe("invalid_json");
+    expect(rejection(parseEvent(bytes(open), LIMIT))).not.toHaveProperty("detail", expect.stringContaining("levels deep"));
+  });
+
   it("accepts escaped surrogate pairs and a literal backslash-u in a string", () => {
     const event = startedEvent();
     const pair = JSON.stringify(event).replace('"executor-1"', '"executor-\\ud83d\\ude00"');

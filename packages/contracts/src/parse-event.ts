@@ -32,7 +32,9 @@ export function parseEvent(data: Uint8Array, maxBytes: number): ParsedEvent {
   let text: string;
   try {
     text = decoder.decode(data);
-    const depth = jsonDepth(text);
+    // Each level of valid JSON takes two characters, so a text this short cannot nest beyond the limit (and one
+    // that is not JSON is refused by JSON.parse, which does not recurse): most events skip the scan.
+    const depth = text.length > 2 * MAX_EVENT_DEPTH ? jsonDepth(text) : 0;
     if (depth > MAX_EVENT_DEPTH) return { ok: false, rejection: { reason: "invalid_json", detail: `nests ${depth} levels deep > limit ${MAX_EVENT_DEPTH}` } };
     json = JSON.parse(text);
   } catch (error) {
