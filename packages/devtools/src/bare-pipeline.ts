@@ -103,25 +103,10 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
   const jsm = await jetstreamManager(nc);
   const children: Child[] = [];
   try {
-    await jsm.streams.add({
-      name: stream,
-      subjects: [`${prefix}.call.>`],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.Old,
-      num_replicas: 1,
-      duplicate_window: nanos(120_000),
-    });
-    if (config.messages === "toolgate") {
-      await jsm.streams.add({
-        name: claims,
-        subjects: [`${prefix}.claim.>`],
-        retention: RetentionPolicy.Limits,
-        storage: StorageType.File,
-        discard: DiscardPolicy.Old,
-        num_replicas: 1,
-      });
-    }
+    // File-backed, one replica, like the dev stack's streams; the claims' like the ledger of host call ids.
+    const fileStream = { retention: RetentionPolicy.Limits, storage: StorageType.File, discard: DiscardPolicy.Old, num_replicas: 1 };
+    await jsm.streams.add({ ...fileStream, name: stream, subjects: [`${prefix}.call.>`], duplicate_window: nanos(120_000) });
+    if (config.messages === "toolgate") await jsm.streams.add({ ...fileStream, name: claims, subjects: [`${prefix}.claim.>`] });
     // Every consumer exists before any child starts, so no message can be published ahead of its reader.
     const filters: Record<Role, string | undefined> = {
       orchestrator: `${prefix}.call.*.completed`,
@@ -586,91 +571,60 @@ function proposedEvent(callId: string, runId: string): Record<string, unknown> {
   };
 }
 
+/** The envelope of the event that follows `input` in its call. */
+function nextEvent(input: Record<string, unknown>, callId: string, type: string, seq: number, data: Record<string, unknown>): Record<string, unknown> {
+  return {
+    id: `${callId}:${type}:${seq}`,
+    kind: "call",
+    type,
+    call_id: callId,
+    run_id: input.run_id,
+    seq,
+    occurred_at: new Date().toISOString(),
+    causation_id: input.id,
+    principal: input.principal,
+    traceparent: input.traceparent,
+    data,
+  };
+}
+
 function authorizedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
   const proposed = objectField(input, "data");
   const now = new Date();
-  return {
-    id: `${callId}:authorized:2`,
-    kind: "call",
-    type: "authorized",
-    call_id: callId,
-    run_id: input.run_id,
-    seq: 2,
-    occurred_at: now.toISOString(),
-    causation_id: input.id,
-    principal: input.principal,
-    traceparent: input.traceparent,
-    data: {
-      tool_name: proposed.tool_name,
-      tool_version: "1.0.0",
-      arguments_json: proposed.arguments_json,
-      arguments_hash: `sha256:${"0".repeat(64)}`,
-      decision: {
-        effect: "allow",
-        policy_id: "bench-default",
-        policy_version: 7,
-        rule_id: "allow-bench-noop",
-        reasons: ["tool is in the caller's toolset", "arguments match the tool's schema", "no tainted sources"],
-        decided_at: now.toISOString(),
-        expires_at: new Date(now.getTime() + 60_000).toISOString(),
-        key_id: "policy-key-2025-01",
-        signature: SIGNATURE,
-      },
+  return nextEvent(input, callId, "authorized", 2, {
+    tool_name: proposed.tool_name,
+    tool_version: "1.0.0",
+    arguments_json: proposed.arguments_json,
+    arguments_hash: `sha256:${"0".repeat(64)}`,
+    decision: {
+      effect: "allow",
+      policy_id: "bench-default",
+      policy_version: 7,
+      rule_id: "allow-bench-noop",
+      reasons: ["tool is in the caller's toolset", "arguments match the tool's schema", "no tainted sources"],
+      decided_at: now.toISOString(),
+      expires_at: new Date(now.getTime() + 60_000).toISOString(),
+      key_id: "policy-key-2025-01",
+      signature: SIGNATURE,
     },
-  };
+  });
 }
 
 function startedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
-  return {
-    id: `${callId}:started:3`,
-    kind: "call",
-    type: "started",
-    call_id: callId,
-    run_id: input.run_id,
-    seq: 3,
-    occurred_at: new Date().toISOString(),
-    causation_id: input.id,
-    principal: input.principal,
-    traceparent: input.traceparent,
-    data: { executor: "bench-executor-1", attempt: 1, idempotency_key_hash: `sha256:${"0".repeat(64)}` },
-  };
-}
-
-function resultAttachedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
-  return {
-    id: `${callId}:result_attached:5`,
-    kind: "call",
-    type: "result_attached",
-    call_id: callId,
-    run_id: input.run_id,
-    seq: 5,
-    occurred_at: new Date().toISOString(),
-    causation_id: input.id,
-    principal: input.principal,
-    traceparent: input.traceparent,
-    data: { provider_call_id: `call_${callId.slice(5, 29)}`, ok: true },
-  };
+  return nextEvent(input, callId, "started", 3, { executor: "bench-executor-1", attempt: 1, idempotency_key_hash: `sha256:${"0".repeat(64)}` });
 }
 
 function completedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
-  return {
-    id: `${callId}:completed:3`,
-    kind: "call",
-    type: "completed",
-    call_id: callId,
-    run_id: input.run_id,
-    seq: 3,
-    occurred_at: new Date().toISOString(),
-    causation_id: input.id,
-    principal: input.principal,
-    traceparent: input.traceparent,
-    data: {
-      outcome: "ok",
-      result: { content_type: "application/json", content_json: JSON.stringify({ ok: true, echoed: 10 }), bytes: 24, truncated: false },
-      executor: "bench-executor-1",
-      duration_ms: 0,
-    },
-  };
+  return nextEvent(input, callId, "completed", 4, {
+    outcome: "ok",
+    result: { content_type: "application/json", content_json: JSON.stringify({ ok: true, echoed: 10 }), bytes: 24, truncated: false },
+    executor: "bench-executor-1",
+    duration_ms: 0,
+  });
+}
+
+function resultAttachedEvent(input: Record<string, unknown>, callId: string): Record<string, unknown> {
+  return nextEvent(input, callId, "result_attached", 5, { provider_call_id: `call_${callId.slice(5, 29)}`, ok: true });
 }
 
 // ---- Entry point when run as a child ----
