@@ -218,9 +218,11 @@ describe("executorHandler", () => {
     expect(store.claims[0]!.key).toBe(`create_ticket:${event.run_id}:${event.call_id}`);
   });
 
-  it("publishes no outcome when fenced out at completion", async () => {
+  it("publishes no outcome when fenced out at completion, and leaves the message to be looked at again", async () => {
     const h = harness(new ScriptedStore([{ kind: "claimed", attempt: 1, firstClaimAt: Date.now() }], true), ok);
-    expect(await h.handler(authorized(), delivery())).toEqual({ kind: "ack" });
+    // Not acknowledged: JetStream would take this older delivery's ack as the message's, and the attempt that took
+    // over could then die without anyone delivering the call again.
+    expect(await h.handler(authorized(), delivery())).toMatchObject({ kind: "retry", delayMs: 1_000 });
     expect(h.types()).toEqual(["started:1"]);
   });
 

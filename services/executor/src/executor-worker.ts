@@ -106,6 +106,8 @@ interface Ending {
 
 /** First wait before a delivery that found its key held by another attempt looks again; doubles per delivery. */
 const BUSY_RECHECK_MS = 200;
+/** When a delivery fenced out of its attempt is looked at again (see `fencedOut`). */
+const FENCED_RECHECK_MS = 1_000;
 type Owned = Extract<ClaimOutcome, { kind: "claimed" | "taken_over" }>;
 
 /** Where the operator-facing details of an attempt's failure are stored. */
@@ -445,8 +447,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
         await startedLanded();
         const failedAt = now();
         if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + decision.delayMs)))) {
-          log.warn({ call_id: callId, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
-          return ACK;
+          return fencedOut(event, attempt);
         }
         deps.metrics?.retries.inc({ tool: tool.contract.name, code: result.error.code });
         await deps.bus.publish(
@@ -501,8 +502,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     const delayMs = Math.min(BUSY_RECHECK_MS * 2 ** (delivery.deliveryCount - 1), 5_000);
     const failedAt = now();
     if (!(await deps.store.scheduleRetry(key, deps.executorId, attempt, result, new Date(failedAt + delayMs)))) {
-      log.warn({ call_id: callId, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
-      return ACK;
+      return fencedOut(event, attempt);
     }
     deps.metrics?.retries.inc({ tool: event.payload.decision.tool.name, code: "UPSTREAM_UNAVAILABLE" });
     // Best effort: the stream may be what is failing. The next attempt's `started` is awaited again.
@@ -520,11 +520,22 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     return retryLater("the start of the attempt was not acknowledged", delayMs);
   }
 
+  /**
+   * An attempt that another executor took over publishes nothing, and does not acknowledge its delivery either:
+   * JetStream takes the acknowledgement of any delivery of a message as the message's, so this (older) delivery's
+   * would settle the message for the attempt that took over, which may die before it ends the call, and the call
+   * would then never be delivered again. Looked at again later instead, the call's key tells: the stored outcome
+   * is replayed, a live attempt is waited for, an abandoned one is taken over.
+   */
+  function fencedOut(event: Authorized, attempt: number): Disposition {
+    log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
+    return retryLater("fenced out: the attempt that took over settles the call", FENCED_RECHECK_MS);
+  }
+
   /** Completes the key fenced on owner and attempt, then publishes the terminal event (see {@link publishEnd}). */
   async function finish(event: Authorized, key: string, attempt: number, ending: Ending): Promise<Disposition> {
     if (!(await deps.store.complete(key, deps.executorId, attempt, ending.result))) {
-      log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
-      return ACK;
+      return fencedOut(event, attempt);
     }
     return publishEnd(event, attempt, ending);
   }
@@ -582,8 +593,7 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     });
     const result = failure(event.call_id, "EXECUTION_ERROR", `${tool.contract.name} could not be executed and was given up`, { evidence_ref: evidenceRef });
     if (!(await deps.store.complete(key, deps.executorId, attempt, result))) {
-      log.warn({ call_id: event.call_id, run_id: event.run_id, attempt }, "fenced out: another executor owns this key now; publishing nothing");
-      return ACK;
+      return fencedOut(event, attempt);
     }
     await recordDeadLetter(event, tool.contract.name, reason, delivery.deliveryCount, attempt);
     deps.metrics?.deadLetters.inc({ tool: tool.contract.name });
