@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { callTool, resultOf, Stack, testInfra, waitFor, settledCallEvents } from "@toolgate/testkit";
+import { callTool, callTools, resultOf, Stack, testInfra, waitFor, settledCallEvents } from "@toolgate/testkit";
 import { MongoClient, type Db } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -119,5 +119,26 @@ describe("a business idempotency key", () => {
   it("never takes a key from the model: an argument naming one is refused", async () => {
     const { result } = await callTool(stack, "chaos_keyed_write", { order_id: "ord-3", amount: 1, idempotency_key: "mine" });
     expect(result).toMatchObject({ ok: false, error: { code: "INVALID_ARGUMENTS" } });
+  });
+});
+
+describe("a read's record in the stream", () => {
+  // Its answer goes out right behind its `started` on one connection, without waiting for the stream to
+  // acknowledge the start: the stream still stores the start first.
+  it("stores each read's started before its completed", async () => {
+    const calls = await callTools(
+      stack,
+      Array.from({ length: 12 }, (_, i) => ({ name: "chaos_write_status", arguments: { idempotency_key: `order-trail-${i}` } })),
+    );
+    const jsm = await jetstreamManager(nc);
+    const seqOf = async (callId: string, type: string): Promise<number> => {
+      const stored = await jsm.streams.getMessage(stack.eventStream, { last_by_subj: `${stack.name}.call.${callId}.${type}` });
+      if (!stored) throw new Error(`no ${type} event of ${callId} in the stream`);
+      return stored.seq;
+    };
+    for (const { callId, result } of calls) {
+      expect(result).toMatchObject({ ok: true });
+      expect(await seqOf(callId, "started")).toBeLessThan(await seqOf(callId, "completed"));
+    }
   });
 });

@@ -437,6 +437,37 @@ describe("the record of an attempt", () => {
     expect(store.claims).toEqual([]);
   });
 
+  it("sends a read's answer right behind its started, without waiting for the stream to acknowledge it", async () => {
+    const sent: string[] = [];
+    let acknowledge!: () => void;
+    const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
+    const h = harness(new ScriptedStore([]), ok, undefined, async (event, stored) => {
+      sent.push(event.type);
+      if (event.type === "started") await acknowledged;
+      return stored();
+    });
+    const handled = h.handler(authorized({ title: "disk full" }, undefined, read_), delivery());
+    let done = false;
+    void handled.then(() => (done = true));
+    // Both are on the connection, in order, while `started` waits for its acknowledgement.
+    await expect.poll(() => sent).toEqual(["started", "completed"]);
+    expect(h.types()).toEqual(["completed:1"]);
+    expect(done).toBe(false);
+    acknowledge();
+    expect(await handled).toEqual({ kind: "ack" });
+    expect(h.types()).toEqual(["completed:1", "started:1"]);
+  });
+
+  it("publishes a read's lost started again, behind its answer, before the message is done", async () => {
+    let lost = 0;
+    const h = harness(new ScriptedStore([]), ok, undefined, async (event, stored) => {
+      if (event.type === "started" && lost++ === 0) throw new Error("publish not acknowledged");
+      return stored();
+    });
+    expect(await h.handler(authorized({ title: "disk full" }, undefined, read_), delivery())).toEqual({ kind: "ack" });
+    expect(lost).toBe(2);
+    expect(h.types()).toEqual(["completed:1", "started:1"]);
+  });
   it("ends a read with its own answer when a racing delivery of the same call stored the key first", async () => {
     // The stream keeps the first `completed` under the call's event id: both deliveries end the call with one answer.
     const store = new ScriptedStore([], false, true);

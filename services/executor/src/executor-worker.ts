@@ -102,6 +102,11 @@ interface Ending {
   downstream?: Downstream | undefined;
   /** What must be in the stream before the terminal event (a read's `started`). */
   beforePublish?: () => Promise<void>;
+  /**
+   * What went out on this connection before the terminal event and is settled alongside it, not waited for
+   * first (the `started` of a read that ran before its key was claimed): see `runUnclaimed`.
+   */
+  alongside?: () => Promise<void>;
 }
 
 /** First wait before a delivery that found its key held by another attempt looks again; doubles per delivery. */
@@ -249,19 +254,22 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
     // redelivery) may run it too, which repeats no effect. With a key of this call's own (no business key another
     // call could share) its answer is published alongside that write, not after it: the stream keeps the first
     // `completed` under its event id, so every delivery of the call ends with one answer, and the message is
-    // acknowledged only once the key is stored too. With a business key, the first answer stored is the one every
-    // call of the key gives. What cannot be stored as a final answer at once goes on to a claim, and runs no more.
+    // acknowledged only once the key is stored too; nor does it wait for its `started` to be acknowledged (see
+    // `landed`). With a business key, the first answer stored is the one every call of the key gives. What cannot
+    // be stored as a final answer at once goes on to a claim, and runs no more.
     let read: UnclaimedRead | undefined;
     if (!tool.writes && delivery.deliveryCount === 1 && !exhausted) {
       read = await runUnclaimed(event, tool, key);
       const result = finalResult(read.judged);
       if (result) {
         const downstream = read.run.kind === "returned" ? read.run.answer.downstream : undefined;
-        const ending = { result, durationMs: read.run.durationMs, downstream, beforePublish: landed(event, 1, read.startedEvent, read.started) };
+        const startedLanded = landed(event, 1, read.startedEvent, read.started);
         if (tool.contract.idempotency.kind !== "keyed") {
+          const ending = { result, durationMs: read.run.durationMs, downstream, alongside: startedLanded };
           const [, disposition] = await Promise.all([deps.store.claimDone(request, result), publishEnd(event, 1, ending)]);
           return disposition;
         }
+        const ending = { result, durationMs: read.run.durationMs, downstream, beforePublish: startedLanded };
         if (await deps.store.claimDone(request, result)) return publishEnd(event, 1, ending);
       }
     }
@@ -352,7 +360,11 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
 
   /**
    * Waits for a `started` published without waiting (a read's), and publishes it again if it was lost (same event
-   * id): it must be in the stream before whatever ends its attempt; it never costs the attempt's known result.
+   * id); it never costs the attempt's known result. Awaited before the terminal event is published (`beforePublish`),
+   * or alongside it when the terminal event follows it on this connection at once (`alongside`): the server stores
+   * one connection's messages to a stream in the order they were sent, so the start is stored first unless it was
+   * lost, and a lost one is then stored behind the answer. That order is only given up for a read, which has no
+   * effect whose attempt must be on the record before it.
    */
   function landed(event: Authorized, attempt: number, startedEvent: ToolgateEvent, started: Promise<boolean>): () => Promise<void> {
     return async () => {
@@ -542,9 +554,10 @@ export function executorHandler(deps: ExecutorDeps): EventHandler {
 
   /** Publishes a stored outcome, after what must be in the stream first, and announces its operation. */
   async function publishEnd(event: Authorized, attempt: number, ending: Ending): Promise<Disposition> {
-    const { result, durationMs, operationId, downstream, beforePublish } = ending;
+    const { result, durationMs, operationId, downstream, beforePublish, alongside } = ending;
     await beforePublish?.();
-    await publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs, downstream);
+    const terminal = publishTerminal(originOf(event), result, attempt, event.seq + 2 * attempt, durationMs, downstream);
+    await Promise.all([terminal, alongside?.()]);
     if (!result.ok && result.error.code === "OUTCOME_UNKNOWN") deps.metrics?.unknownOutcomes.inc({ tool: event.payload.decision.tool.name });
     if (operationId !== undefined) await deps.operations.announce(operationId);
     return ACK;
