@@ -6,7 +6,7 @@
 #   ./infra/dev.sh test     install, build and run the whole test suite against real NATS and FerretDB
 #   ./infra/dev.sh bench    install, build and run the end-to-end benchmark
 #   ./infra/dev.sh chaos    install, build and run the chaos suite (faults under load; see README, Chaos)
-#   ./infra/dev.sh up       only install and start the infrastructure; prints the environment to use
+#   ./infra/dev.sh up       only install and start the infrastructure (and Chromium for the UI tests); prints the environment to use
 #   ./infra/dev.sh up --cluster   the same with a three-node NATS cluster on loopback (streams with 3 replicas)
 #   ./infra/dev.sh down     stop the NATS servers and the FerretDB this script started
 #
@@ -287,7 +287,8 @@ for arg in "$@"; do if [ "$arg" = --cluster ] && [ "$cmd" != chaos ]; then CLUST
 set -- "${rest[@]+"${rest[@]}"}"
 case "$cmd" in
   up)
-    up
+    # The tests `pnpm verify` runs need what `test` installs: the servers, and the browser the UI tests drive.
+    up && ensure_chromium
     echo "export TOOLGATE_TEST_NATS_URL=$NATS_URL TOOLGATE_TEST_MONGO_URL=$MONGO_URL TOOLGATE_TEST_NATS_SEEDS=$NATS_SEEDS NATS_URL=$NATS_URL MONGO_URL=$MONGO_URL STREAM_REPLICAS=$STREAM_REPLICAS NATS_MONITOR_URL=$NATS_MONITOR_URL"
     ;;
   test)
