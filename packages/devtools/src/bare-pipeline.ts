@@ -47,6 +47,8 @@ export interface BarePipelineOptions {
   durationS: number;
   /** Calls run one at a time for the idle latency. */
   idleCalls: number;
+  /** Calls run one at a time after the load warm-up, before the idle ones are measured (default 0). */
+  idleWarmupCalls?: number;
 }
 
 /** One phase's outcome; latencies in milliseconds. */
@@ -77,6 +79,7 @@ interface ChildConfig {
   concurrency: number;
   durationS: number;
   idleCalls: number;
+  idleWarmupCalls: number;
 }
 
 /** Handlers a policy or executor process runs at once (its consumer's max_ack_pending); the real services bound theirs too. */
@@ -98,7 +101,7 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
   const prefix = `bare${randomBytes(4).toString("hex")}`;
   const stream = `${prefix.toUpperCase()}_EVENTS`;
   const claims = `${prefix.toUpperCase()}_CLAIMS`;
-  const config: ChildConfig = { ...options, messages: options.messages ?? "hops", stream, prefix };
+  const config: ChildConfig = { ...options, messages: options.messages ?? "hops", idleWarmupCalls: options.idleWarmupCalls ?? 0, stream, prefix };
   const nc = await connect({ servers: options.natsUrl.split(","), name: `${prefix}-parent` });
   const jsm = await jetstreamManager(nc);
   const children: Child[] = [];
@@ -136,7 +139,7 @@ export async function runBarePipeline(options: BarePipelineOptions): Promise<Bar
     });
 
     orchestrator.send("go");
-    const idleBudgetMs = 120_000 + options.idleCalls * 100;
+    const idleBudgetMs = 120_000 + (options.idleCalls + config.idleWarmupCalls) * 100;
     await orchestrator.next((m) => m.phase === "throughput" && m.at === "start", "the throughput phase's start", idleBudgetMs);
     const before = readCpu(pids());
     await orchestrator.next((m) => m.phase === "throughput" && m.at === "end", "the throughput phase's end", options.durationS * 1000 + 60_000);
@@ -520,6 +523,7 @@ function orchestratorRole(nc: NatsConnection, js: JetStreamClient, config: Child
     await closedLoop(config.concurrency, WARMUP_S);
     // Let audit work off the warm-up's backlog so it does not compete with the phases measured next.
     await settle(jsm, config.stream, 30_000);
+    for (let i = 0; i < config.idleWarmupCalls; i++) await call();
     const idleLatencies: number[] = [];
     const idleStarted = performance.now();
     for (let i = 0; i < config.idleCalls; i++) idleLatencies.push(await call());
