@@ -232,8 +232,9 @@ async function openLoop(clients: () => Client, rate: number, seconds: number): P
  * calls ~40 % later than after 5,000 (README, "Performance"). The calls one at a time take the paths only idle
  * calls take (a lone document goes as `insertOne`), and they settle slowly: on 2026-12-07 one stack, after 5,000
  * calls at 64 in flight, answered windows of 600 idle calls in p50 3.78, 3.49, 3.28, 3.06 and then ~3.0 ms, at 7.0
- * falling to 5.4 ms of CPU per call; the 100 one at a time of the warm-up before had the idle phase measure the
- * first of those windows. The p50 of the first 200 of them is printed (`right after the load`): what a host sees in
+ * falling to 5.4 ms of CPU per call, while V8 compiled the idle paths (the orchestrator finished 42, 34, 11, 13 and
+ * then fewer optimizing compiles per window: the driver's `insertOne` and pool, the HTTP parser). The 100 calls one
+ * at a time of the warm-up before had the idle phase measure the first of those windows. The p50 of the first 200 of them is printed (`right after the load`): what a host sees in
  * the first seconds of quiet after a burst. The warm-up's spans are handed over (and dropped) before those calls:
  * the first window with the load's trace held was 4.69 ms. The bare pipeline warms up alike: 1 s at 64 in flight,
  * then `--warmup-idle` calls one at a time.
