@@ -234,9 +234,10 @@ async function openLoop(clients: () => Client, rate: number, seconds: number): P
  * calls at 64 in flight, answered windows of 600 idle calls in p50 3.78, 3.49, 3.28, 3.06 and then ~3.0 ms, at 7.0
  * falling to 5.4 ms of CPU per call, while V8 compiled the idle paths (the orchestrator finished 42, 34, 11, 13 and
  * then fewer optimizing compiles per window: the driver's `insertOne` and pool, the HTTP parser). The 100 calls one
- * at a time of the warm-up before had the idle phase measure the first of those windows. The p50 of the first 200 of them is printed (`right after the load`): what a host sees in
- * the first seconds of quiet after a burst. The warm-up's spans are handed over (and dropped) before those calls:
- * the first window with the load's trace held was 4.69 ms. The bare pipeline warms up alike: 1 s at 64 in flight,
+ * at a time of the warm-up before had the idle phase measure the first of those windows. The p50 of the first 200
+ * of them is printed (`right after the load`): what a host sees in the first seconds of quiet after a burst. The
+ * warm-up's spans are handed over (and dropped) before those calls: the first window with the load's trace held
+ * was 4.69 ms. The bare pipeline warms up alike: 1 s at 64 in flight,
  * then `--warmup-idle` calls one at a time.
  */
 async function warmUp(bench: Pick<BenchStack, "clients" | "stack">): Promise<PhaseSummary> {
@@ -244,7 +245,7 @@ async function warmUp(bench: Pick<BenchStack, "clients" | "stack">): Promise<Pha
   await bench.stack.quiesce();
   await statsOf(bench.stack);
   const alone = await closedLoop(bench.clients, 1, 600, Number(args["warmup-idle"]));
-  const first = [...alone.latencies.slice(0, 200)].sort((a, b) => a - b);
+  const first = alone.latencies.slice(0, 200).sort((a, b) => a - b);
   const afterLoad = { p50: percentile(first, 50), p99: percentile(first, 99) };
   console.log(
     `  warm-up                            calls=${String(loaded.calls).padStart(6)} failed=${loaded.failed + alone.failed} ` +
@@ -260,7 +261,7 @@ interface PhaseSummary {
   p99: number;
 }
 
-function summarize(name: string, r: PhaseResult): { rate: number; p50: number; p99: number } {
+function summarize(name: string, r: PhaseResult): PhaseSummary & { rate: number } {
   const sorted = [...r.latencies].sort((a, b) => a - b);
   const out = { rate: r.calls / r.seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
   console.log(
