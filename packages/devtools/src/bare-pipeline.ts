@@ -386,7 +386,7 @@ async function runRole(role: Role, config: ChildConfig): Promise<void> {
   let drive: (() => Promise<void>) | undefined;
   switch (role) {
     case "orchestrator": {
-      const orchestrator = orchestratorRole(nc, js, config);
+      const orchestrator = orchestratorRole(nc, js, config, inFlight);
       onMessage = orchestrator.onMessage;
       drive = orchestrator.drive;
       break;
@@ -472,7 +472,12 @@ function workerRole(js: JetStreamClient, config: ChildConfig, inFlight: Set<Prom
  * The load generator: publishes `proposed`, and a call ends when its `completed` is delivered. With Toolgate's
  * messages a call first claims its key on the ledger stream, and its `result_attached` follows the answer.
  */
-function orchestratorRole(nc: NatsConnection, js: JetStreamClient, config: ChildConfig): { onMessage: OnMessage; drive: () => Promise<void> } {
+function orchestratorRole(
+  nc: NatsConnection,
+  js: JetStreamClient,
+  config: ChildConfig,
+  inFlight: Set<Promise<void>>,
+): { onMessage: OnMessage; drive: () => Promise<void> } {
   const waiting = new Map<string, () => void>();
   const full = config.messages === "toolgate";
   const onMessage: OnMessage = (msg) => {
@@ -483,9 +488,15 @@ function orchestratorRole(nc: NatsConnection, js: JetStreamClient, config: Child
     waiting.delete(callId);
     if (!full) return;
     const data = encoder.encode(JSON.stringify(resultAttachedEvent(completed, callId)));
-    js.publish(`${config.prefix}.call.${callId}.result_attached`, data, { msgID: `${callId}:result_attached:1` }).catch((error: unknown) =>
-      console.error(`publishing result_attached for ${callId} failed:`, error),
-    );
+    // Tracked with the workers' publishes, so the connection drains only after every PubAck came back.
+    const task: Promise<void> = js
+      .publish(`${config.prefix}.call.${callId}.result_attached`, data, { msgID: `${callId}:result_attached:1` })
+      .then(
+        () => undefined,
+        (error: unknown) => console.error(`publishing result_attached for ${callId} failed:`, error),
+      )
+      .finally(() => inFlight.delete(task));
+    inFlight.add(task);
   };
 
   const runId = `run_${randomUUID().replaceAll("-", "")}`;
