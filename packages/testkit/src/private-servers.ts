@@ -17,6 +17,15 @@ import { REPO_ROOT } from "./service-process.js";
  */
 
 const PG = { host: "127.0.0.1", port: 5432, user: "postgres" };
+/** The local server's Unix socket: FerretDB connects through it when it is there, as infra/dev.sh's server does. */
+const PG_SOCKET_DIR = "/var/run/postgresql";
+
+/** How FerretDB reaches `database`: the Unix socket (no TCP, no TLS) when there is one, else plain TCP. */
+function ferretdbPostgresUrl(database: string): string {
+  return existsSync(join(PG_SOCKET_DIR, `.s.PGSQL.${PG.port}`))
+    ? `postgres://${PG.user}@/${database}?host=${PG_SOCKET_DIR}`
+    : `postgres://${PG.user}@${PG.host}:${PG.port}/${database}?sslmode=disable`;
+}
 
 /** One server process that can be killed, paused and started again on the same port and data. */
 abstract class PrivateServer {
@@ -367,7 +376,7 @@ export class PrivateFerretDb extends PrivateServer {
         "--handler=postgresql",
         // Custom plans, as infra/dev.sh's server: a generic plan of FerretDB's `_jsonb -> $1 @> $2` uses no index;
         // and lz4 for large values, as there.
-        `--postgresql-url=postgres://${PG.user}@${PG.host}:${PG.port}/${this.#database}?pool_max_conns=40&plan_cache_mode=force_custom_plan&default_toast_compression=lz4`,
+        `--postgresql-url=${ferretdbPostgresUrl(this.#database)}&pool_max_conns=40&plan_cache_mode=force_custom_plan&default_toast_compression=lz4`,
         `--listen-addr=127.0.0.1:${this.port}`,
         "--telemetry=disable",
         `--state-dir=${this.#stateDir}`,
