@@ -513,9 +513,10 @@ interface BenchStack {
 
 /**
  * Starts a stack for the benchmark; with `otlpEndpoint`, every service exports its spans there. `stacks` is the
- * `Stack` of the checkout whose services run (this one's by default).
+ * `Stack` of the checkout whose services run (this one's by default); `--env` goes to this checkout's stack only,
+ * which `base` says explicitly: with `--compare .` both stacks come from the same module.
  */
-async function startBenchStack(otlpEndpoint?: string, stacks: typeof Stack = Stack): Promise<BenchStack> {
+async function startBenchStack(otlpEndpoint?: string, stacks: typeof Stack = Stack, base = false): Promise<BenchStack> {
   const stack = await stacks.start({
     natsUrl: NATS_URL,
     mongoUrl: MONGO_URL,
@@ -525,7 +526,7 @@ async function startBenchStack(otlpEndpoint?: string, stacks: typeof Stack = Sta
     logLevel: "warn",
     extraEnv: {
       STATS_TRACE_CAPACITY: String(TRACE_CAPACITY),
-      ...(stacks === Stack ? EXTRA_ENV : {}),
+      ...(base ? {} : EXTRA_ENV),
       ...(otlpEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", ...OTLP_ENV } : {}),
     },
   });
@@ -871,7 +872,7 @@ async function compareCheckouts(checkout: string): Promise<void> {
     process.exit(2);
   }
   const other = ((await import(pathToFileURL(entry).href)) as { Stack: typeof Stack }).Stack;
-  const base = await startBenchStack(undefined, other);
+  const base = await startBenchStack(undefined, other, true);
   let variant: BenchStack | undefined;
   try {
     variant = await startBenchStack();

@@ -72,8 +72,9 @@ export class ServiceProcess {
     options: { label?: string; logName?: string; timeoutMs?: number } = {},
   ): Promise<ServiceProcess> {
     const entry = `${REPO_ROOT}services/${service}/dist/main.js`;
-    // TOOLGATE_NODE_ARGS passes profiling flags (e.g. --cpu-prof) that NODE_OPTIONS does not allow.
-    const nodeArgs = (process.env.TOOLGATE_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    // TOOLGATE_NODE_ARGS passes V8 and profiling flags (e.g. --cpu-prof) that NODE_OPTIONS does not allow; the
+    // service's own env takes precedence, so that a benchmark can give them to one of two stacks.
+    const nodeArgs = (env.TOOLGATE_NODE_ARGS ?? process.env.TOOLGATE_NODE_ARGS ?? "").split(" ").filter(Boolean);
     const child = spawn(process.execPath, [...nodeArgs, entry], {
       env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...env },
       stdio: ["ignore", "pipe", "pipe"],
